@@ -1,0 +1,45 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { Config } from '../runtime/config.js';
+import type { Logger } from '../runtime/logger.js';
+import type { Runtime } from '../runtime/platform.js';
+import { createHttpServer, type HttpServer } from './http/server.js';
+import { Router } from './http/router.js';
+import { adminRoutes } from './routes/admin.js';
+import { apiKeyRoutes } from './routes/apiKeys.js';
+import { authRoutes } from './routes/auth.js';
+import { healthRoutes } from './routes/health.js';
+
+export interface AppDeps {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly runtime: Runtime;
+}
+
+/** Builds the transport over a started runtime. Listening is the caller's choice. */
+export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpServer; router: Router } {
+  const { services } = runtime;
+  const router = new Router();
+  const routes = [
+    ...healthRoutes(() => runtime.isHealthy()),
+    ...authRoutes(services.auth),
+    ...apiKeyRoutes(services.apiKeys),
+    ...(config.adminToken ? adminRoutes(services.admin) : []),
+  ];
+  for (const route of routes) router.add(route);
+
+  const adminToken = config.adminToken ? Buffer.from(config.adminToken) : undefined;
+  const server = createHttpServer({
+    router,
+    logger,
+    authenticate: (token) => services.auth.authenticate(token),
+    authenticateAdmin: adminToken
+      ? (token) => {
+          const given = Buffer.from(token);
+          return given.length === adminToken.length && timingSafeEqual(given, adminToken);
+        }
+      : undefined,
+    jsonBodyLimit: config.jsonBodyLimit,
+    multipartBodyLimit: config.multipartBodyLimit,
+  });
+  return { server, router };
+}

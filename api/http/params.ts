@@ -1,0 +1,20 @@
+import { PlatformError, type ErrorCode } from '../../runtime/errors.js';
+import type { ApiRequest } from './types.js';
+
+/**
+ * A path id as an integer. Anything that is not a positive 53-bit integer cannot name a row, so
+ * it is the resource's not-found error, never a 500 from the database.
+ */
+export function idParam(req: ApiRequest, name: string, notFound: ErrorCode): number {
+  const raw = req.params[name] ?? '';
+  if (!/^\d{1,15}$/.test(raw)) throw new PlatformError(notFound);
+  const id = Number(raw);
+  if (id < 1) throw new PlatformError(notFound);
+  return id;
+}
+
+/** The principal of a route declared with `auth: 'user'`. */
+export function userId(req: ApiRequest): number {
+  if (!req.principal) throw new PlatformError('unauthenticated');
+  return req.principal.userId;
+}

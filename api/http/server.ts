@@ -1,0 +1,285 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import uWS from 'uWebSockets.js';
+import { PlatformError } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/logger.js';
+import type { Principal } from '../../runtime/auth/service.js';
+import { parseJson, parseMultipart, parseQuery } from './body.js';
+import { errorResponse } from './errors.js';
+import type { Router } from './router.js';
+import type { ApiRequest, ApiResponse, RouteDefinition, UploadedFile } from './types.js';
+
+/**
+ * The transport: one uWS app for REST and sockets. A request is copied out of uWS synchronously,
+ * its body read with limits, routed, authenticated and handed to a handler that knows nothing of
+ * uWS; the handler's plain response is written back inside `cork` unless the client went away.
+ */
+
+export interface HttpServerOptions {
+  readonly router: Router;
+  readonly logger: Logger;
+  /** Resolves a bearer token to a user, or undefined when it is unknown, expired or revoked. */
+  readonly authenticate: (token: string) => Promise<Principal | undefined>;
+  /** Checks the operator token; absent when admin operations are disabled. */
+  readonly authenticateAdmin?: (token: string) => boolean;
+  readonly jsonBodyLimit: number;
+  readonly multipartBodyLimit: number;
+  /** Registers socket routes before the HTTP catch-all. */
+  readonly sockets?: (app: uWS.TemplatedApp) => void;
+}
+
+export interface HttpServer {
+  readonly app: uWS.TemplatedApp;
+  listen(host: string, port: number): Promise<number>;
+  /** Stops accepting, then waits (up to `graceMs`) for in-flight requests to finish. */
+  close(graceMs?: number): Promise<void>;
+}
+
+const CORS_HEADERS: Readonly<Record<string, string>> = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Expose-Headers': 'X-Request-Id, Retry-After',
+};
+const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
+  ...CORS_HEADERS,
+  'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
+  'Access-Control-Allow-Headers': 'Authorization, Content-Type, X-Request-Id, Accept',
+  'Access-Control-Max-Age': '600',
+};
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function statusLine(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+interface Exchange {
+  aborted: boolean;
+  readonly res: uWS.HttpResponse;
+}
+
+function write(exchange: Exchange, requestId: string, response: ApiResponse, closeConnection = false): void {
+  if (exchange.aborted) return;
+  const { res } = exchange;
+  let payload: string | Buffer | undefined;
+  let contentType: string | undefined;
+  if (response.body === undefined || response.status === 204) payload = undefined;
+  else if (typeof response.body === 'string' || Buffer.isBuffer(response.body)) {
+    payload = response.body;
+    contentType = 'text/plain; charset=utf-8';
+  } else {
+    payload = JSON.stringify(response.body);
+    contentType = 'application/json';
+  }
+  res.cork(() => {
+    res.writeStatus(statusLine(response.status));
+    res.writeHeader('X-Request-Id', requestId);
+    for (const [name, value] of Object.entries(CORS_HEADERS)) res.writeHeader(name, value);
+    let hasType = false;
+    for (const [name, value] of Object.entries(response.headers ?? {})) {
+      if (name.toLowerCase() === 'content-type') hasType = true;
+      res.writeHeader(name, value);
+    }
+    if (contentType && !hasType) res.writeHeader('Content-Type', contentType);
+    if (payload === undefined) res.endWithoutBody(0, closeConnection);
+    else res.end(payload, closeConnection);
+  });
+}
+
+function bearer(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+export function createHttpServer(options: HttpServerOptions): HttpServer {
+  const { router, logger } = options;
+  const app = uWS.App();
+  let listenSocket: uWS.us_listen_socket | undefined;
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+
+  options.sockets?.(app);
+
+  app.any('/*', (res, req) => {
+    const started = performance.now();
+    const exchange: Exchange = { aborted: false, res };
+    res.onAborted(() => {
+      exchange.aborted = true;
+    });
+
+    const method = req.getMethod().toUpperCase();
+    const path = req.getUrl();
+    const rawQuery = req.getQuery() ?? '';
+    const headers: Record<string, string> = {};
+    req.forEach((name, value) => {
+      headers[name] = value;
+    });
+    const ip = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const incomingId = headers['x-request-id'];
+    const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : randomUUID();
+    const log = logger.child({ reqId: requestId });
+
+    const finish = (response: ApiResponse, route: RouteDefinition | undefined, principal?: Principal, close = false): void => {
+      write(exchange, requestId, response, close);
+      log.info(
+        {
+          method,
+          path,
+          route: route?.path,
+          status: response.status,
+          ms: Math.round((performance.now() - started) * 100) / 100,
+          userId: principal?.userId,
+          aborted: exchange.aborted || undefined,
+        },
+        'request',
+      );
+    };
+
+    if (method === 'OPTIONS') {
+      finish({ status: 204, headers: PREFLIGHT_HEADERS }, undefined);
+      return;
+    }
+
+    const match = router.match(method, path);
+    if (match.kind === 'not_found') {
+      finish({ status: 404, body: { message: 'Not found.' } }, undefined);
+      return;
+    }
+    if (match.kind === 'method_not_allowed') {
+      finish({ status: 405, body: { message: 'Method not allowed.' }, headers: { Allow: match.allowed.join(', ') } }, undefined);
+      return;
+    }
+    const { route, params } = match;
+
+    const contentType = headers['content-type'] ?? '';
+    const isMultipart = contentType.toLowerCase().startsWith('multipart/form-data');
+    const limit = isMultipart && route.multipart ? options.multipartBodyLimit : options.jsonBodyLimit;
+    const declaredLength = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
+    const hasBody = BODY_METHODS.has(method) && ((declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined);
+
+    if (declaredLength !== undefined && declaredLength > limit) {
+      finish({ status: 413, body: { message: 'The request body is too large.' } }, route, undefined, true);
+      return;
+    }
+
+    inFlight++;
+    const done = (): void => {
+      inFlight--;
+      if (inFlight === 0) drained?.();
+    };
+
+    const dispatch = (rawBody: Buffer): void => {
+      void handle(rawBody).finally(done);
+    };
+
+    const handle = async (rawBody: Buffer): Promise<void> => {
+      let principal: Principal | undefined;
+      try {
+        let body: unknown = {};
+        let files: Record<string, UploadedFile> = {};
+        if (rawBody.length > 0) {
+          if (isMultipart) {
+            if (!route.multipart) throw new PlatformError('unsupported_media_type', { message: 'This operation does not accept multipart bodies.' });
+            const parsed = parseMultipart(rawBody, contentType);
+            body = parsed.fields;
+            files = parsed.files;
+          } else if (contentType.toLowerCase().startsWith('application/x-www-form-urlencoded')) {
+            body = parseQuery(rawBody.toString('utf8'));
+          } else {
+            body = parseJson(rawBody);
+          }
+        }
+
+        if (route.auth === 'user') {
+          const token = bearer(headers.authorization);
+          principal = token ? await options.authenticate(token) : undefined;
+          if (!principal) throw new PlatformError('unauthenticated');
+        } else if (route.auth === 'admin') {
+          const token = bearer(headers.authorization);
+          if (!token || !options.authenticateAdmin?.(token)) throw new PlatformError('unauthenticated');
+        }
+
+        const request: ApiRequest = {
+          id: requestId,
+          method,
+          path,
+          params,
+          query: parseQuery(rawQuery),
+          rawQuery,
+          headers,
+          ip,
+          rawBody,
+          body,
+          files,
+          principal,
+          log,
+        };
+        const response = await route.handler(request);
+        finish(response, route, principal);
+      } catch (error) {
+        finish(errorResponse(error, route, log), route, principal);
+      }
+    };
+
+    if (!hasBody) {
+      dispatch(Buffer.alloc(0));
+      return;
+    }
+
+    // Chunks are only valid during the callback: copy each into one buffer, sized up front
+    // when the length is declared.
+    let buffer = Buffer.allocUnsafe(declaredLength ?? 64 * 1024);
+    let length = 0;
+    let refused = false;
+    res.onData((chunk, isLast) => {
+      if (refused) return;
+      const bytes = new Uint8Array(chunk);
+      if (length + bytes.length > limit) {
+        refused = true;
+        finish({ status: 413, body: { message: 'The request body is too large.' } }, route, undefined, true);
+        done();
+        return;
+      }
+      if (length + bytes.length > buffer.length) {
+        const grown = Buffer.allocUnsafe(Math.min(limit, Math.max(buffer.length * 2, length + bytes.length)));
+        buffer.copy(grown, 0, 0, length);
+        buffer = grown;
+      }
+      buffer.set(bytes, length);
+      length += bytes.length;
+      if (isLast) dispatch(buffer.subarray(0, length));
+    });
+  });
+
+  return {
+    app,
+    listen(host, port) {
+      return new Promise((resolveListen, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) {
+            reject(new Error(`could not listen on ${host}:${port}`));
+            return;
+          }
+          listenSocket = socket;
+          resolveListen(uWS.us_socket_local_port(socket));
+        });
+      });
+    },
+    async close(graceMs = 10_000) {
+      if (listenSocket) {
+        uWS.us_listen_socket_close(listenSocket);
+        listenSocket = undefined;
+      }
+      if (inFlight > 0) {
+        await new Promise<void>((resolveDrain) => {
+          const timer = setTimeout(resolveDrain, graceMs);
+          drained = () => {
+            clearTimeout(timer);
+            resolveDrain();
+          };
+        });
+      }
+    },
+  };
+}

@@ -1,0 +1,78 @@
+import type { Logger } from '../../runtime/logger.js';
+import type { Principal } from '../../runtime/auth/service.js';
+
+/** A file part of a multipart body. `data` is a copy owned by the request. */
+export interface UploadedFile {
+  readonly field: string;
+  readonly filename: string;
+  readonly contentType: string;
+  readonly data: Buffer;
+}
+
+/**
+ * The plain request a handler receives: everything copied out of uWS before the first await,
+ * so handlers never touch the (stack-allocated) uWS request.
+ */
+export interface ApiRequest {
+  readonly id: string;
+  readonly method: string;
+  /** Path without the query string, percent-decoding left to params. */
+  readonly path: string;
+  readonly params: Readonly<Record<string, string>>;
+  readonly query: Readonly<Record<string, QueryValue>>;
+  /** Raw query string, kept for pagination links. */
+  readonly rawQuery: string;
+  /** Header names lower-cased. */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly ip: string;
+  readonly rawBody: Buffer;
+  /** Parsed JSON, urlencoded or multipart fields; `{}` when there is no body. */
+  readonly body: unknown;
+  readonly files: Readonly<Record<string, UploadedFile>>;
+  /** Set for routes that require a user. */
+  readonly principal: Principal | undefined;
+  readonly log: Logger;
+}
+
+export type QueryValue = string | string[] | QueryObject;
+export interface QueryObject {
+  [key: string]: QueryValue;
+}
+
+export interface ApiResponse {
+  readonly status: number;
+  /** Serialised as JSON unless it is a string/Buffer with an explicit content type. */
+  readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Which body shape errors of a route take (spec section 7): `message` for assistants, tools,
+ * keys and most others; `error` for knowledgebases and documents; `conversation` for the public
+ * conversation operations. Validation errors are always `{message, errors}`.
+ */
+export type ErrorFamily = 'message' | 'error' | 'conversation';
+
+export type Handler = (req: ApiRequest) => Promise<ApiResponse> | ApiResponse;
+
+export interface RouteDefinition {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Path with `:name` parameters, e.g. `/api/user/api-keys/:id`. */
+  readonly path: string;
+  readonly handler: Handler;
+  /** `user`: bearer token of a user; `admin`: the operator token; `none`: public. */
+  readonly auth: 'user' | 'admin' | 'none';
+  readonly family?: ErrorFamily;
+  /** Message of a 500 on this route where the specification words one ("Failed to create ..."). */
+  readonly failureMessage?: string;
+  /** Accepts multipart uploads (larger body limit). */
+  readonly multipart?: boolean;
+  /** For the OpenAPI document. */
+  readonly summary?: string;
+  readonly tag?: string;
+  readonly requestSchema?: unknown;
+  readonly querySchema?: unknown;
+  readonly successStatus?: number;
+}
+
+export const json = (status: number, body: unknown, headers?: Record<string, string>): ApiResponse => ({ status, body, headers });

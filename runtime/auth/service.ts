@@ -1,0 +1,98 @@
+import type { DatabasePool } from 'slonik';
+import { PlatformError, ValidationError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { isoTimestamp } from '../time.js';
+import { findCredentialsByEmail, findUserById, insertUser, type UserRow } from '../users/repository.js';
+import { deleteToken, findLiveToken, insertToken, touchToken } from './repository.js';
+import { DUMMY_PASSWORD_HASH, hashPassword, newToken, sameDigest, tokenDigest, verifyPassword, type TokenKind } from './secrets.js';
+
+/** Who is calling: the user and the token they used. */
+export interface Principal {
+  readonly userId: number;
+  readonly tokenId: number;
+  readonly tokenKind: TokenKind;
+}
+
+export interface PublicUser {
+  readonly id: number;
+  readonly name: string;
+  readonly email: string;
+  readonly balance: number;
+  readonly created_at: string;
+}
+
+export interface AuthServiceDeps {
+  readonly pool: DatabasePool;
+  readonly logger: Logger;
+  /** Session token lifetime in milliseconds. */
+  readonly sessionTtlMs: number;
+  readonly now?: () => number;
+}
+
+export function publicUser(row: UserRow): PublicUser {
+  return { id: row.id, name: row.name, email: row.email, balance: row.balance, created_at: row.created_at };
+}
+
+export function createAuthService({ pool, logger, sessionTtlMs, now = Date.now }: AuthServiceDeps) {
+  async function issueSession(userId: number): Promise<{ token: string; expiresAt: string }> {
+    const token = newToken('session');
+    const expiresAt = isoTimestamp(now() + sessionTtlMs);
+    await insertToken(pool, { userId, kind: 'session', name: 'session', digest: tokenDigest(token), expiresAt });
+    return { token, expiresAt };
+  }
+
+  return {
+    /**
+     * Creates a user and a first session token.
+     * @throws ValidationError on `email` when the address is taken.
+     */
+    async register(input: { name: string; email: string; password: string }): Promise<{ user: PublicUser; token: string }> {
+      const passwordHash = await hashPassword(input.password);
+      const user = await insertUser(pool, { name: input.name, email: input.email.trim(), passwordHash });
+      if (!user) throw ValidationError.field('email', 'The email has already been taken.');
+      const { token } = await issueSession(user.id);
+      logger.info({ userId: user.id }, 'user registered');
+      return { user: publicUser(user), token };
+    },
+
+    /** @throws PlatformError `invalid_credentials`, after the same work whether or not the user exists. */
+    async login(input: { email: string; password: string }): Promise<{ token: string; expiresAt: string }> {
+      const credentials = await findCredentialsByEmail(pool, input.email.trim());
+      const valid = await verifyPassword(input.password, credentials?.password_hash ?? DUMMY_PASSWORD_HASH);
+      if (!credentials || !valid) throw new PlatformError('invalid_credentials');
+      return issueSession(credentials.id);
+    },
+
+    /**
+     * Revokes the session token in use.
+     * @throws PlatformError `bad_request` when the caller used an API key, which is removed through its own operation.
+     */
+    async logout(principal: Principal): Promise<void> {
+      if (principal.tokenKind !== 'session') {
+        throw new PlatformError('bad_request', {
+          message: 'Only session tokens can be logged out. Delete an API key with DELETE /api/user/api-keys/{id}.',
+        });
+      }
+      await deleteToken(pool, principal.userId, principal.tokenId, 'session');
+    },
+
+    /** Resolves a bearer token; undefined for unknown, expired or revoked tokens. */
+    async authenticate(token: string): Promise<Principal | undefined> {
+      if (token.length > 200) return undefined;
+      const digest = tokenDigest(token);
+      const row = await findLiveToken(pool, digest);
+      if (!row || !sameDigest(row.token_digest, digest)) return undefined;
+      touchToken(pool, row.id).catch((error: unknown) => logger.warn({ err: error, tokenId: row.id }, 'could not record token use'));
+      return { userId: row.user_id, tokenId: row.id, tokenKind: row.kind };
+    },
+
+    /** @throws PlatformError `unauthenticated` when the user behind a live token is gone. */
+    async profile(userId: number): Promise<PublicUser> {
+      const user = await findUserById(pool, userId);
+      if (!user) throw new PlatformError('unauthenticated');
+      return publicUser(user);
+    },
+  };
+}
+
+export type AuthService = ReturnType<typeof createAuthService>;

@@ -1,0 +1,140 @@
+import { availableParallelism } from 'node:os';
+import { resolve } from 'node:path';
+
+/**
+ * The one place that reads the environment. Every variable is validated once at start-up;
+ * a bad value throws a ConfigError whose message is a single line naming the variable.
+ */
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export interface Config {
+  /** TCP port of the HTTP/WebSocket server; 0 picks a free one. @defaultValue 3000 */
+  readonly port: number;
+  /** Interface the server binds to. @defaultValue '127.0.0.1' */
+  readonly host: string;
+  /** Directory for the embedded database, uploads and recordings (absolute). @defaultValue './data' */
+  readonly dataDir: string;
+  /** External PostgreSQL; when absent an embedded PostgreSQL is started under dataDir. */
+  readonly databaseUrl: string | undefined;
+  /** Elasticsearch endpoint; when absent search runs on PostgreSQL. */
+  readonly elasticsearchUrl: string | undefined;
+  /** Bearer token for /api/admin operations; when absent those routes do not exist. */
+  readonly adminToken: string | undefined;
+  /**
+   * Externally visible origin, no trailing slash. Used for pagination links, webhook and
+   * recording URLs. @defaultValue `http://HOST:PORT`
+   */
+  readonly publicUrl: string;
+  /** pino level. @defaultValue 'info' */
+  readonly logLevel: LogLevel;
+  /** Largest JSON/urlencoded request body in bytes. @defaultValue 1 MiB */
+  readonly jsonBodyLimit: number;
+  /** Largest multipart request body in bytes (20 MiB file plus form fields). @defaultValue 21 MiB */
+  readonly multipartBodyLimit: number;
+  /** Session token lifetime in milliseconds. @defaultValue 30 days */
+  readonly sessionTtlMs: number;
+  /** Threads in the CPU worker pool. @defaultValue number of cores */
+  readonly workerPoolSize: number;
+  /** Connections in the database pool. @defaultValue 10 */
+  readonly databasePoolSize: number;
+  /** Extra postgres `-c` settings for the embedded server (tests turn fsync off). */
+  readonly embeddedPostgresSettings: Readonly<Record<string, string>>;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly variable: string, problem: string) {
+    super(`Invalid ${variable}: ${problem}`);
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export const configDefaults = {
+  port: 3000,
+  host: '127.0.0.1',
+  dataDir: './data',
+  logLevel: 'info',
+  jsonBodyLimit: 1024 * 1024,
+  multipartBodyLimit: 21 * 1024 * 1024,
+  sessionTtlMs: 30 * 24 * 60 * 60 * 1000,
+  databasePoolSize: 10,
+} as const satisfies Partial<Config>;
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name];
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+function integer(env: Env, name: string, min: number, max: number, fallback: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(name, `expected an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return Number(raw);
+}
+
+function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `expected a URL, got "${redactUrl(raw)}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `expected a ${protocols.join(' or ')} URL, got "${redactUrl(raw)}"`);
+  }
+  return raw;
+}
+
+/** Hides a password in a URL so a config error line never prints a secret. */
+function redactUrl(raw: string): string {
+  return raw.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+}
+
+/**
+ * Builds the configuration from explicit options, then the environment, then defaults.
+ * @throws ConfigError naming the first invalid variable.
+ */
+export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
+  const port = overrides.port ?? integer(env, 'PORT', 0, 65535, configDefaults.port);
+  const host = overrides.host ?? text(env, 'HOST') ?? configDefaults.host;
+  if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('HOST', `expected a host name or address, got "${host}"`);
+
+  const logLevel = (overrides.logLevel ?? text(env, 'LOG_LEVEL') ?? configDefaults.logLevel) as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  }
+
+  const adminToken = overrides.adminToken ?? text(env, 'ADMIN_TOKEN');
+  if (adminToken !== undefined && adminToken.length < 16) {
+    throw new ConfigError('ADMIN_TOKEN', 'must be at least 16 characters long');
+  }
+
+  const publicRaw = overrides.publicUrl ?? url(env, 'PUBLIC_URL', ['http:', 'https:']);
+  const publicUrl = (publicRaw ?? `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
+
+  return {
+    port,
+    host,
+    dataDir: resolve(overrides.dataDir ?? text(env, 'DATA_DIR') ?? configDefaults.dataDir),
+    databaseUrl: overrides.databaseUrl ?? url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    elasticsearchUrl: overrides.elasticsearchUrl ?? url(env, 'ELASTICSEARCH_URL', ['http:', 'https:']),
+    adminToken,
+    publicUrl,
+    logLevel,
+    jsonBodyLimit: overrides.jsonBodyLimit ?? configDefaults.jsonBodyLimit,
+    multipartBodyLimit: overrides.multipartBodyLimit ?? configDefaults.multipartBodyLimit,
+    sessionTtlMs: overrides.sessionTtlMs ?? configDefaults.sessionTtlMs,
+    workerPoolSize: overrides.workerPoolSize ?? integer(env, 'WORKER_POOL_SIZE', 1, 256, availableParallelism()),
+    databasePoolSize: overrides.databasePoolSize ?? integer(env, 'DATABASE_POOL_SIZE', 1, 1000, configDefaults.databasePoolSize),
+    embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},
+  };
+}

@@ -1,0 +1,89 @@
+import { join } from 'node:path';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { createApiKeyService } from './apiKeys/service.js';
+import { createAuthService } from './auth/service.js';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './store/embedded.js';
+import { migrate } from './store/migrate.js';
+import { createDatabasePool, type DatabasePool } from './store/pool.js';
+import { createAdminService } from './users/admin.js';
+
+/**
+ * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
+ * transport and stopped after it.
+ */
+export interface Runtime {
+  readonly pool: DatabasePool;
+  readonly services: Services;
+  /** True when the database answers within a second. */
+  isHealthy(): Promise<boolean>;
+  stop(): Promise<void>;
+}
+
+export interface Services {
+  readonly auth: ReturnType<typeof createAuthService>;
+  readonly apiKeys: ReturnType<typeof createApiKeyService>;
+  readonly admin: ReturnType<typeof createAdminService>;
+}
+
+export async function startRuntime(config: Config, logger: Logger): Promise<Runtime> {
+  let embedded: EmbeddedPostgres | undefined;
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    embedded = await startEmbeddedPostgres({
+      directory: join(config.dataDir, 'postgres'),
+      settings: config.embeddedPostgresSettings,
+      logger: logger.child({ component: 'postgres' }),
+    });
+    const admin = embedded.urlFor('postgres');
+    await ensureDatabase(admin, 'assistant_platform');
+    databaseUrl = embedded.urlFor('assistant_platform');
+  }
+
+  let pool: DatabasePool | undefined;
+  try {
+    await migrate(databaseUrl, logger);
+    pool = await createDatabasePool(databaseUrl, { maximumPoolSize: config.databasePoolSize });
+  } catch (error) {
+    await embedded?.stop();
+    throw error;
+  }
+  const db = pool;
+
+  const services: Services = {
+    auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
+    apiKeys: createApiKeyService({ pool: db, logger }),
+    admin: createAdminService({ pool: db, logger }),
+  };
+
+  return {
+    pool: db,
+    services,
+    async isHealthy() {
+      const probe = db.oneFirst(sql.type(z.object({ ok: z.number() }))`SELECT 1 AS ok`).then(
+        () => true,
+        () => false,
+      );
+      const timeout = new Promise<boolean>((resolveTimeout) => setTimeout(resolveTimeout, 1000, false).unref());
+      return Promise.race([probe, timeout]);
+    },
+    async stop() {
+      await db.end();
+      await embedded?.stop();
+    },
+  };
+}
+
+async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (exists.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
+  } finally {
+    await client.end();
+  }
+}

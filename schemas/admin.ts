@@ -1,0 +1,14 @@
+import { compileSchema } from './validator.js';
+import { number, text } from './rules.js';
+
+export interface BalanceAdjustmentInput {
+  amount: number;
+  reason: string;
+}
+export const balanceAdjustmentSchema = compileSchema<BalanceAdjustmentInput>({
+  amount: {
+    ...number({ min: -1_000_000, max: 1_000_000, description: 'USD; negative debits' }),
+    notEqual: 0,
+  },
+  reason: text({ max: 255 }),
+});

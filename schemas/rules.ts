@@ -1,0 +1,81 @@
+
+/**
+ * Builders for the fastest-validator rules the API uses, so each limit of the specification is
+ * written once with its Laravel wording (ranges read "must be between :min and :max").
+ */
+
+export interface Presence {
+  /** The key may be absent. */
+  readonly optional?: boolean;
+  /** The key may be `null` (clears a nullable field on update). */
+  readonly nullable?: boolean;
+  /** Human description for the OpenAPI document. */
+  readonly description?: string;
+}
+
+/** A fastest-validator rule object as built here. */
+export type Rule = { type: string; [option: string]: unknown };
+
+function presence(options: Presence): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (options.optional) out.optional = true;
+  if (options.nullable) out.nullable = true;
+  if (options.description) out.description = options.description;
+  return out;
+}
+
+export function text(options: Presence & { max?: number; min?: number; pattern?: RegExp; patternMessage?: string } = {}): Rule {
+  const rule: Rule = { type: 'string', empty: false, ...presence(options) };
+  if (options.max !== undefined) rule.max = options.max;
+  if (options.min !== undefined) rule.min = options.min;
+  if (options.pattern) rule.pattern = options.pattern;
+  if (options.patternMessage) rule.messages = { stringPattern: options.patternMessage };
+  return rule;
+}
+
+function range(type: 'integer' | 'number', options: Presence & { min?: number; max?: number }): Rule {
+  const rule: Rule = { type: 'number', convert: true, ...presence(options) };
+  if (type === 'integer') rule.integer = true;
+  if (options.min !== undefined) rule.min = options.min;
+  if (options.max !== undefined) rule.max = options.max;
+  if (options.min !== undefined && options.max !== undefined) {
+    const between = `The {field} must be between ${options.min} and ${options.max}.`;
+    rule.messages = { numberMin: between, numberMax: between };
+  }
+  return rule;
+}
+
+export const integer = (options: Presence & { min?: number; max?: number } = {}): Rule => range('integer', options);
+export const number = (options: Presence & { min?: number; max?: number } = {}): Rule => range('number', options);
+
+export const boolean = (options: Presence = {}): Rule => ({ type: 'boolean', convert: true, ...presence(options) });
+
+export const oneOf = (values: readonly string[], options: Presence = {}): Rule => ({ type: 'enum', values: [...values], ...presence(options) });
+
+export const email = (options: Presence & { max?: number } = {}): Rule => ({ type: 'email', empty: false, max: options.max ?? 255, ...presence(options) });
+
+export const url = (options: Presence = {}): Rule => ({ type: 'url', empty: false, ...presence(options) });
+
+export const uuid = (options: Presence = {}): Rule => ({ type: 'uuid', ...presence(options) });
+
+export const arrayOf = (items: Rule, options: Presence & { max?: number; min?: number } = {}): Rule => {
+  const rule: Rule = { type: 'array', items, ...presence(options) };
+  if (options.max !== undefined) rule.max = options.max;
+  if (options.min !== undefined) rule.min = options.min;
+  return rule;
+};
+
+export const object = (props: Record<string, Rule>, options: Presence = {}): Rule => ({
+  type: 'object',
+  props,
+  strict: 'remove',
+  ...presence(options),
+});
+
+/** An object with arbitrary string keys and scalar values (assistant variables). */
+export const record = (options: Presence & { maxKeys?: number } = {}): Rule => ({
+  type: 'record',
+  key: { type: 'string', alphanum: false, min: 1, max: 64 },
+  value: { type: 'multi', rules: [{ type: 'string', max: 10_000 }, { type: 'number' }, { type: 'boolean' }] },
+  ...presence(options),
+});

@@ -1,0 +1,94 @@
+/**
+ * Users and authentication over real HTTP:
+ * 1. register returns 201 with the user and a working session token; a duplicate email is 422 on email.
+ * 2. register validates name, email and password (min 8) with Laravel messages.
+ * 3. login returns a Bearer session token expiring in 30 days; wrong password and unknown email are 401.
+ * 4. GET /user returns the profile; missing, malformed and unknown tokens are 401 "Unauthenticated.".
+ * 5. logout revokes the session token in use and no other; an API key cannot be "logged out".
+ */
+import t from 'tap';
+import { startTestPlatform } from './helpers/platform.js';
+
+const api = await startTestPlatform(t);
+
+t.test('register creates a user with a session token', async (t) => {
+  const res = await api.request('POST', '/auth/register', { body: { name: 'Ada', email: 'ada@example.com', password: 'password123' } });
+  t.equal(res.status, 201);
+  t.match(res.body, { message: String, user: { id: Number, name: 'Ada', email: 'ada@example.com', balance: 0 }, token: /^aps_/ });
+  t.notOk('password' in res.body.user, 'no password in the response');
+  const me = await api.request('GET', '/user', { token: res.body.token });
+  t.equal(me.status, 200);
+  t.match(me.body.data, { id: res.body.user.id, name: 'Ada', email: 'ada@example.com', balance: 0, created_at: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/ });
+
+  const again = await api.request('POST', '/auth/register', { body: { name: 'Other', email: 'ADA@example.com', password: 'password123' } });
+  t.equal(again.status, 422);
+  t.same(again.body, { message: 'The email has already been taken.', errors: { email: ['The email has already been taken.'] } });
+});
+
+t.test('register validates its input', async (t) => {
+  const res = await api.request('POST', '/auth/register', { body: { name: 'x'.repeat(256), email: 'not-an-email', password: 'short' } });
+  t.equal(res.status, 422);
+  t.same(res.body.errors, {
+    name: ['The name may not be greater than 255 characters.'],
+    email: ['The email must be a valid email address.'],
+    password: ['The password must be at least 8 characters.'],
+  });
+  t.equal(res.body.message, 'The name may not be greater than 255 characters. (and 2 more errors)');
+
+  const empty = await api.request('POST', '/auth/register', { body: {} });
+  t.equal(empty.status, 422);
+  t.same(empty.body.errors.name, ['The name field is required.']);
+
+  const wrongTypes = await api.request('POST', '/auth/register', { body: { name: 12, email: ['a'], password: null } });
+  t.equal(wrongTypes.status, 422);
+  t.same(wrongTypes.body.errors.name, ['The name must be a string.']);
+});
+
+t.test('login issues a 30-day session token; bad credentials are 401', async (t) => {
+  await api.request('POST', '/auth/register', { body: { name: 'Bob', email: 'bob@example.com', password: 'password123' } });
+  const before = Date.now();
+  const res = await api.request('POST', '/auth/login', { body: { email: 'bob@example.com', password: 'password123' } });
+  t.equal(res.status, 200);
+  t.equal(res.body.token_type, 'Bearer');
+  t.match(res.body.token, /^aps_/);
+  const expires = Date.parse(res.body.expires_at);
+  t.ok(Math.abs(expires - before - 30 * 24 * 3600 * 1000) < 60_000, 'expires in 30 days');
+
+  const me = await api.request('GET', '/user', { token: res.body.token });
+  t.equal(me.body.data.email, 'bob@example.com');
+
+  const wrong = await api.request('POST', '/auth/login', { body: { email: 'bob@example.com', password: 'password124' } });
+  t.equal(wrong.status, 401);
+  t.same(wrong.body, { message: 'Invalid credentials.' });
+  const unknown = await api.request('POST', '/auth/login', { body: { email: 'nobody@example.com', password: 'password123' } });
+  t.equal(unknown.status, 401);
+  t.same(unknown.body, { message: 'Invalid credentials.' });
+  const missing = await api.request('POST', '/auth/login', { body: { email: 'bob@example.com' } });
+  t.equal(missing.status, 422);
+  t.same(missing.body.errors, { password: ['The password field is required.'] });
+});
+
+t.test('protected routes refuse missing and bad tokens', async (t) => {
+  for (const authorization of [undefined, 'Bearer', 'Basic abc', 'Bearer aps_doesnotexist', `Bearer ${'x'.repeat(500)}`]) {
+    const res = await api.request('GET', '/user', { headers: authorization ? { authorization } : {} });
+    t.equal(res.status, 401, String(authorization));
+    t.same(res.body, { message: 'Unauthenticated.' });
+  }
+});
+
+t.test('logout revokes only the token in use', async (t) => {
+  const user = await api.user();
+  const second = await api.request('POST', '/auth/login', { body: { email: user.email, password: 'correct horse battery' } });
+  const out = await api.request('POST', '/auth/logout', { token: user.token });
+  t.equal(out.status, 200);
+  t.same(out.body, { message: 'Logged out successfully.' });
+  t.equal((await api.request('GET', '/user', { token: user.token })).status, 401, 'revoked token refused');
+  t.equal((await api.request('POST', '/auth/logout', { token: user.token })).status, 401, 'second logout refused');
+  t.equal((await api.request('GET', '/user', { token: second.body.token })).status, 200, 'other session still works');
+
+  const key = await api.request('POST', '/user/api-keys', { token: second.body.token, body: { name: 'ci' } });
+  const viaKey = await api.request('POST', '/auth/logout', { token: key.body.api_key.token });
+  t.equal(viaKey.status, 400);
+  t.match(viaKey.body.message, /Only session tokens/);
+  t.equal((await api.request('GET', '/user', { token: key.body.api_key.token })).status, 200, 'api key unaffected');
+});

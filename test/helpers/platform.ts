@@ -1,0 +1,91 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Test } from 'tap';
+import { startPlatform, type RunningPlatform } from '../../api/platform.js';
+import { loadConfig, type Config } from '../../runtime/config.js';
+import { createLogger } from '../../runtime/logger.js';
+import { freshDatabase } from './database.js';
+
+export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+
+export interface ApiResult<T = any> {
+  readonly status: number;
+  readonly body: T;
+  readonly headers: Headers;
+}
+
+export interface RequestOptions {
+  readonly body?: unknown;
+  readonly token?: string;
+  readonly headers?: Record<string, string>;
+  /** Sent as is (string or bytes) instead of JSON. */
+  readonly raw?: string | Uint8Array | FormData;
+}
+
+export interface TestPlatform {
+  readonly platform: RunningPlatform;
+  readonly config: Config;
+  readonly databaseUrl: string;
+  /** `http://127.0.0.1:PORT` */
+  readonly origin: string;
+  /** Calls `{origin}/api{path}` (or `{origin}{path}` when the path starts with `//`). */
+  request<T = any>(method: string, path: string, options?: RequestOptions): Promise<ApiResult<T>>;
+  /** Registers a user and returns its session token and id. */
+  user(name?: string): Promise<{ id: number; token: string; email: string }>;
+  /** Credits a user's balance through the admin operation. */
+  credit(userId: number, amount: number): Promise<void>;
+}
+
+let counter = 0;
+
+/**
+ * A whole platform on an ephemeral port with a database of its own, stopped when the test ends.
+ * Requests go over real HTTP.
+ */
+export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}): Promise<TestPlatform> {
+  const databaseUrl = overrides.databaseUrl ?? (await freshDatabase());
+  const dataDir = await mkdtemp(join(tmpdir(), 'ap-data-'));
+  const config = loadConfig({}, { port: 0, host: '127.0.0.1', dataDir, databaseUrl, adminToken: ADMIN_TOKEN, logLevel: 'silent', databasePoolSize: 4, workerPoolSize: 1, ...overrides });
+  const platform = await startPlatform(config, createLogger(config.logLevel));
+  t.teardown(async () => {
+    await platform.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  const origin = platform.origin;
+
+  async function request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResult<T>> {
+    const headers: Record<string, string> = { ...options.headers };
+    let body: string | Uint8Array | FormData | undefined;
+    if (options.raw !== undefined) body = options.raw;
+    else if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    const url = path.startsWith('//') ? `${origin}${path.slice(1)}` : `${origin}/api${path}`;
+    const response = await fetch(url, { method, headers, body });
+    const text = await response.text();
+    let parsed: unknown = text;
+    if ((response.headers.get('content-type') ?? '').includes('json') && text !== '') parsed = JSON.parse(text);
+    return { status: response.status, body: parsed as T, headers: response.headers };
+  }
+
+  return {
+    platform,
+    config,
+    databaseUrl,
+    origin,
+    request,
+    async user(name = 'Test User') {
+      const email = `user${process.pid}-${++counter}-${Date.now()}@example.com`;
+      const result = await request('POST', '/auth/register', { body: { name, email, password: 'correct horse battery' } });
+      if (result.status !== 201) throw new Error(`register failed: ${result.status} ${JSON.stringify(result.body)}`);
+      return { id: result.body.user.id, token: result.body.token, email };
+    },
+    async credit(userId, amount) {
+      const result = await request('POST', `/admin/users/${userId}/balance`, { token: ADMIN_TOKEN, body: { amount, reason: 'test credit' } });
+      if (result.status !== 200) throw new Error(`credit failed: ${result.status} ${JSON.stringify(result.body)}`);
+    },
+  };
+}

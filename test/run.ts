@@ -1,0 +1,45 @@
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { startTestCluster } from './helpers/database.js';
+
+/**
+ * `npm test`: one embedded PostgreSQL for the whole run with a migrated template database, then
+ * tap over every test file (each file copies the template into a database of its own).
+ * Arguments are passed to tap, so `npm test -- test/auth.test.ts` runs one file.
+ */
+
+const cluster = await startTestCluster();
+const tapBin = join(dirname(createRequire(import.meta.url).resolve('tap/package.json')), 'dist/esm/run.mjs');
+let exitCode = 1;
+try {
+  exitCode = await new Promise<number>((resolveRun) => {
+    const child = spawn(process.execPath, [tapBin, ...process.argv.slice(2)], {
+      stdio: ['inherit', 'pipe', 'inherit'],
+      env: { ...process.env, AP_TEST_PG_ADMIN_URL: cluster.adminUrl },
+    });
+    // Pass tap's output through and restate its summary (`# { total: N, pass: P, fail: F }`)
+    // as the plain closing line CI reads: `P passed, F failed, S skipped`.
+    let pending = '';
+    let summary: string | undefined;
+    child.stdout.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      pending += chunk.toString();
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) if (/^# \{ total: /.test(line)) summary = line;
+    });
+    child.stdout.on('end', () => {
+      if (!summary) return;
+      const count = (name: string): number => Number(new RegExp(`${name}: (\\d+)`).exec(summary!)?.[1] ?? 0);
+      process.stdout.write(`\n${count('pass')} passed, ${count('fail')} failed, ${count('skip') + count('todo')} skipped\n`);
+    });
+    const forward = (signal: NodeJS.Signals): void => void child.kill(signal);
+    process.on('SIGINT', forward);
+    process.on('SIGTERM', forward);
+    child.on('exit', (code, signal) => resolveRun(code ?? (signal ? 1 : 0)));
+  });
+} finally {
+  await cluster.stop();
+}
+process.exit(exitCode);
