@@ -1,3 +1,5 @@
+import { fieldTemplate } from './validator.js';
+
 
 /**
  * Builders for the fastest-validator rules the API uses, so each limit of the specification is
@@ -39,7 +41,7 @@ function range(type: 'integer' | 'number', options: Presence & { min?: number; m
   if (options.min !== undefined) rule.min = options.min;
   if (options.max !== undefined) rule.max = options.max;
   if (options.min !== undefined && options.max !== undefined) {
-    const between = `The {field} must be between ${options.min} and ${options.max}.`;
+    const between = fieldTemplate(`The {field} must be between ${options.min} and ${options.max}.`);
     rule.messages = { numberMin: between, numberMax: between };
   }
   return rule;

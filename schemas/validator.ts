@@ -50,12 +50,16 @@ const laravelMessages: Record<string, string> = {
  * pass through untouched.
  */
 const MARK = '\u0001';
+/** A custom message template whose `{field}` is rewritten like the built-in ones. */
+export function fieldTemplate(template: string): string {
+  return template.replace('{field}', `${MARK}{field}${MARK}`);
+}
 const MARKED = new RegExp(`${MARK}([^${MARK}]*)${MARK}`, 'g');
 // The package is CommonJS typed as an ES default export; under NodeNext the class is `.default`.
 const Validator = ((FastestValidator as unknown as { default?: typeof FastestValidator }).default ?? FastestValidator) as unknown as typeof FastestValidator.default;
 const validator = new Validator({
   useNewCustomCheckerFunction: true,
-  messages: Object.fromEntries(Object.entries(laravelMessages).map(([type, text]) => [type, text.replace('{field}', `${MARK}{field}${MARK}`)])),
+  messages: Object.fromEntries(Object.entries(laravelMessages).map(([type, text]) => [type, fieldTemplate(text)])),
 });
 
 /** fastest-validator paths (`links[0].link`) in Laravel's dotted form (`links.0.link`). */

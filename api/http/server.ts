@@ -40,7 +40,6 @@ const CORS_HEADERS: Readonly<Record<string, string>> = {
   'Access-Control-Expose-Headers': 'X-Request-Id, Retry-After',
 };
 const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
-  ...CORS_HEADERS,
   'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
   'Access-Control-Allow-Headers': 'Authorization, Content-Type, X-Request-Id, Accept',
   'Access-Control-Max-Age': '600',
@@ -104,8 +103,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
   app.any('/*', (res, req) => {
     const started = performance.now();
     const exchange: Exchange = { aborted: false, res };
+    // Set once the request counts as in flight; the body reader and the handler release it.
+    let release: (() => void) | undefined;
+    let dispatched = false;
     res.onAborted(() => {
       exchange.aborted = true;
+      // A body that will never finish arriving has no handler to release it.
+      if (!dispatched) release?.();
     });
 
     const method = req.getMethod().toUpperCase();
@@ -164,12 +168,17 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
 
     inFlight++;
+    let released = false;
     const done = (): void => {
+      if (released) return;
+      released = true;
       inFlight--;
       if (inFlight === 0) drained?.();
     };
+    release = done;
 
     const dispatch = (rawBody: Buffer): void => {
+      dispatched = true;
       void handle(rawBody).finally(done);
     };
 
@@ -280,6 +289,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           };
         });
       }
+      // Closes idle keep-alive connections and sockets. Present in every uWS v20 build though
+      // missing from this build's type declarations.
+      (app as uWS.TemplatedApp & { close(): void }).close();
     },
   };
 }

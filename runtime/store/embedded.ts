@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, readFile, stat, unlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { Logger } from '../logger.js';
 
@@ -122,7 +122,13 @@ async function stopOrphan(directory: string, logger: Logger): Promise<void> {
 
 async function initialise(bin: Binaries, directory: string, user: OsUser, password: string, logger: Logger): Promise<void> {
   await mkdir(directory, { recursive: true, mode: 0o700 });
-  if (user.uid !== undefined && user.gid !== undefined) await chown(directory, user.uid, user.gid);
+  if (user.uid !== undefined && user.gid !== undefined) {
+    await chown(directory, user.uid, user.gid);
+    // The server user must be able to pass through DATA_DIR (often created 0700 by root).
+    const parent = dirname(directory);
+    const { mode } = await stat(parent);
+    if ((mode & 0o001) === 0) await chmod(parent, (mode & 0o7777) | 0o711);
+  }
   const passwordFile = join(tmpdir(), `ap-pg-${randomBytes(8).toString('hex')}`);
   await writeFile(passwordFile, `${password}\n`, { mode: 0o644 });
   try {

@@ -28,8 +28,6 @@ export interface TestCluster {
 /** Starts a throwaway cluster with a migrated template database. */
 export async function startTestCluster(): Promise<TestCluster> {
   const directory = await mkdtemp(join(tmpdir(), 'ap-test-pg-'));
-  const { chmod } = await import('node:fs/promises');
-  await chmod(directory, 0o755);
   const logger = createLogger('silent');
   const embedded = await startEmbeddedPostgres({ directory: join(directory, 'cluster'), settings: FAST_SETTINGS, logger });
   const admin = new pg.Client({ connectionString: embedded.adminUrl });

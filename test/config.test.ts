@@ -1,0 +1,74 @@
+/**
+ * Configuration from the environment:
+ * 1. defaults: port 3000, host 127.0.0.1, ./data, PUBLIC_URL from host and port, level info.
+ * 2. explicit values are taken and PUBLIC_URL loses a trailing slash.
+ * 3. each bad value fails with one line naming the variable, and never echoes a password.
+ * 4. the server entry exits 1 with that line on a bad value.
+ */
+import { spawnSync } from 'node:child_process';
+import { resolve } from 'node:path';
+import t from 'tap';
+import { loadConfig, ConfigError } from '../runtime/config.js';
+
+t.test('defaults', async (t) => {
+  const config = loadConfig({});
+  t.equal(config.port, 3000);
+  t.equal(config.host, '127.0.0.1');
+  t.equal(config.dataDir, resolve('data'));
+  t.equal(config.databaseUrl, undefined);
+  t.equal(config.elasticsearchUrl, undefined);
+  t.equal(config.adminToken, undefined);
+  t.equal(config.publicUrl, 'http://127.0.0.1:3000');
+  t.equal(config.logLevel, 'info');
+  t.ok(config.workerPoolSize >= 1);
+});
+
+t.test('explicit values', async (t) => {
+  const config = loadConfig({
+    PORT: '8080',
+    HOST: '0.0.0.0',
+    DATA_DIR: '/tmp/ap',
+    DATABASE_URL: 'postgres://u:p@db:5432/app',
+    ELASTICSEARCH_URL: 'http://es:9200',
+    ADMIN_TOKEN: 'a-long-enough-admin-token',
+    PUBLIC_URL: 'https://voice.example.com/',
+    LOG_LEVEL: 'debug',
+  });
+  t.match(config, { port: 8080, host: '0.0.0.0', dataDir: '/tmp/ap', databaseUrl: 'postgres://u:p@db:5432/app', elasticsearchUrl: 'http://es:9200', publicUrl: 'https://voice.example.com', logLevel: 'debug' });
+  t.equal(loadConfig({ PORT: '4000', HOST: 'localhost' }).publicUrl, 'http://localhost:4000');
+});
+
+t.test('bad values name the variable', async (t) => {
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ PORT: 'abc' }, /^Invalid PORT: expected an integer from 0 to 65535, got "abc"$/],
+    [{ PORT: '70000' }, /^Invalid PORT/],
+    [{ HOST: 'bad host' }, /^Invalid HOST/],
+    [{ DATABASE_URL: 'mysql://x' }, /^Invalid DATABASE_URL: expected a postgres: or postgresql: URL/],
+    [{ DATABASE_URL: 'nonsense' }, /^Invalid DATABASE_URL: expected a URL/],
+    [{ ELASTICSEARCH_URL: 'ftp://x' }, /^Invalid ELASTICSEARCH_URL/],
+    [{ PUBLIC_URL: 'voice.example.com' }, /^Invalid PUBLIC_URL/],
+    [{ LOG_LEVEL: 'loud' }, /^Invalid LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent/],
+    [{ ADMIN_TOKEN: 'short' }, /^Invalid ADMIN_TOKEN: must be at least 16 characters/],
+    [{ WORKER_POOL_SIZE: '0' }, /^Invalid WORKER_POOL_SIZE/],
+  ];
+  for (const [env, pattern] of cases) {
+    const error = (() => {
+      try {
+        loadConfig(env);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    t.type(error, ConfigError, JSON.stringify(env));
+    t.match((error as Error).message, pattern);
+    t.notMatch((error as Error).message, /\n/);
+  }
+  t.throws(() => loadConfig({ DATABASE_URL: 'mysql://user:hunter2@db/app' }), { message: /user:\*\*\*@/ });
+});
+
+t.test('the entry point stops with one line', async (t) => {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'api/main.ts'], { env: { ...process.env, PORT: 'nope' }, encoding: 'utf8' });
+  t.equal(run.status, 1);
+  t.equal(run.stderr.trim(), 'Invalid PORT: expected an integer from 0 to 65535, got "nope"');
+});

@@ -1,0 +1,102 @@
+/**
+ * The server on its embedded defaults, run as `npm start` runs it (a child process, no DATABASE_URL):
+ * 1. first start initialises PostgreSQL under DATA_DIR, migrates and serves.
+ * 2. SIGTERM stops gracefully (exit 0) and stops the database; a second start keeps the data.
+ * 3. a server killed outright leaves its database running; the next start takes over the cluster.
+ * 4. migrations are recorded and applying them again changes nothing.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import t from 'tap';
+import { createLogger } from '../runtime/logger.js';
+import { loadMigrations, migrate } from '../runtime/store/migrate.js';
+import { freshDatabase, withClient } from './helpers/database.js';
+
+const dataDir = await mkdtemp(join(tmpdir(), 'ap-embedded-'));
+t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+
+interface Server {
+  readonly child: ChildProcess;
+  readonly origin: string;
+  readonly exited: Promise<number | null>;
+}
+
+async function start(): Promise<Server> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
+    env: { ...process.env, PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'info', DATABASE_URL: '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const lines = createInterface({ input: child.stdout! });
+  const port = await new Promise<number>((resolve, reject) => {
+    lines.on('line', (line) => {
+      const entry = JSON.parse(line) as { msg: string; port?: number };
+      if (entry.msg === 'platform listening') resolve(entry.port!);
+    });
+    void exited.then((code) => reject(new Error(`server exited with ${code} before listening`)));
+  });
+  return { child, origin: `http://127.0.0.1:${port}`, exited };
+}
+
+const post = (origin: string, path: string, body: unknown) =>
+  fetch(`${origin}/api${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+async function postmasterPid(): Promise<number> {
+  return Number((await readFile(join(dataDir, 'postgres', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+t.test('data survives a graceful restart', async (t) => {
+  const first = await start();
+  t.equal((await fetch(`${first.origin}/health`)).status, 200);
+  t.equal((await post(first.origin, '/auth/register', { name: 'Kept', email: 'kept@example.com', password: 'password123' })).status, 201);
+  const pid = await postmasterPid();
+  first.child.kill('SIGTERM');
+  t.equal(await first.exited, 0, 'graceful exit');
+  t.notOk(alive(pid), 'embedded database stopped with the server');
+
+  const second = await start();
+  const login = await post(second.origin, '/auth/login', { email: 'kept@example.com', password: 'password123' });
+  t.equal(login.status, 200, 'the user is still there');
+  second.child.kill('SIGINT');
+  t.equal(await second.exited, 0);
+});
+
+t.test('a killed server leaves a database the next start takes over', async (t) => {
+  const first = await start();
+  const pid = await postmasterPid();
+  first.child.kill('SIGKILL');
+  await first.exited;
+  t.ok(alive(pid), 'the orphaned database is still running');
+
+  const second = await start();
+  t.notOk(alive(pid), 'the orphan was stopped');
+  const login = await post(second.origin, '/auth/login', { email: 'kept@example.com', password: 'password123' });
+  t.equal(login.status, 200);
+  second.child.kill('SIGTERM');
+  t.equal(await second.exited, 0);
+});
+
+t.test('migrations are recorded and idempotent', async (t) => {
+  const url = await freshDatabase();
+  const logger = createLogger('silent');
+  t.same(await migrate(url, logger), [], 'the template is already migrated');
+  const names = (await loadMigrations()).map((m) => m.name);
+  const recorded = await withClient(url, async (db) => (await db.query('SELECT name FROM schema_migrations ORDER BY name')).rows.map((r) => r.name));
+  t.same(recorded, names);
+  t.same(await migrate(url, logger), [], 'second run applies nothing');
+
+  const edited = (await loadMigrations()).map((m, i) => (i === 0 ? { ...m, checksum: 'changed' } : m));
+  await t.rejects(migrate(url, logger, edited), /was changed after it was applied/);
+});
