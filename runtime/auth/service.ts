@@ -82,7 +82,9 @@ export function createAuthService({ pool, logger, sessionTtlMs, now = Date.now }
       const digest = tokenDigest(token);
       const row = await findLiveToken(pool, digest);
       if (!row || !sameDigest(row.token_digest, digest)) return undefined;
-      touchToken(pool, row.id).catch((error: unknown) => logger.warn({ err: error, tokenId: row.id }, 'could not record token use'));
+      if (row.last_used_at === null || Date.parse(row.last_used_at) < now() - 60_000) {
+        touchToken(pool, row.id).catch((error: unknown) => logger.warn({ err: error, tokenId: row.id }, 'could not record token use'));
+      }
       return { userId: row.user_id, tokenId: row.id, tokenKind: row.kind };
     },
 
