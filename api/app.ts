@@ -8,6 +8,7 @@ import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/apiKeys.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes } from './routes/health.js';
+import { knowledgeRoutes } from './routes/knowledge.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -23,6 +24,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...healthRoutes(() => runtime.isHealthy()),
     ...authRoutes(services.auth),
     ...apiKeyRoutes(services.apiKeys),
+    ...knowledgeRoutes(services.knowledge),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

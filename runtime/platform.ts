@@ -9,6 +9,8 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from './store/embedded.j
 import { migrate } from './store/migrate.js';
 import { createDatabasePool, type DatabasePool } from './store/pool.js';
 import { createAdminService } from './users/admin.js';
+import { createKnowledgeService } from './knowledge/service.js';
+import { createWorkerPool, type WorkerPool } from './workers.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -26,6 +28,7 @@ export interface Services {
   readonly auth: ReturnType<typeof createAuthService>;
   readonly apiKeys: ReturnType<typeof createApiKeyService>;
   readonly admin: ReturnType<typeof createAdminService>;
+  readonly knowledge: ReturnType<typeof createKnowledgeService>;
 }
 
 export async function startRuntime(config: Config, logger: Logger): Promise<Runtime> {
@@ -51,11 +54,13 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     throw error;
   }
   const db = pool;
+  const workers: WorkerPool = createWorkerPool(config.workerPoolSize);
 
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
     apiKeys: createApiKeyService({ pool: db, logger }),
     admin: createAdminService({ pool: db, logger }),
+    knowledge: createKnowledgeService({ pool: db, workers, dataDir: config.dataDir, logger }),
   };
 
   return {
@@ -70,6 +75,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
       return Promise.race([probe, timeout]);
     },
     async stop() {
+      await workers.close();
       await db.end();
       await embedded?.stop();
     },

@@ -1,0 +1,193 @@
+import { ValidationError, type FieldErrors } from '../../runtime/errors.js';
+import type { KnowledgeService, NewDocument } from '../../runtime/knowledge/service.js';
+import {
+  MAX_UPLOAD_BYTES,
+  createDocumentSchema,
+  createKnowledgebaseSchema,
+  updateDocumentSchema,
+  updateKnowledgebaseSchema,
+} from '../../schemas/knowledge.js';
+import { idParam, userId } from '../http/params.js';
+import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
+
+const tag = 'Knowledgebases';
+
+/** Validates a create-document request: JSON for websites, multipart for files (spec 2.3a). */
+function newDocument(req: ApiRequest): NewDocument {
+  const errors: FieldErrors = {};
+  let input: ReturnType<typeof createDocumentSchema> | undefined;
+  try {
+    input = createDocumentSchema(req.body);
+  } catch (error) {
+    if (!(error instanceof ValidationError)) throw error;
+    Object.assign(errors, error.errors);
+  }
+  const type = input?.type ?? (req.body as { type?: unknown } | undefined)?.type;
+  const file = req.files.file;
+  if (type === 'website' && input && input.url === undefined && input.links === undefined) {
+    errors.url = ['The url field is required when links is not present.'];
+    errors.links = ['The links field is required when url is not present.'];
+  }
+  if ((type === 'pdf' || type === 'txt' || type === 'docx') && !errors.file) {
+    if (!file) errors.file = ['A file is required for this document type.'];
+    else if (file.data.length > MAX_UPLOAD_BYTES) errors.file = ['The file may not be greater than 20480 kilobytes.'];
+  }
+  if (Object.keys(errors).length > 0 || !input) throw new ValidationError(errors);
+  const base = { name: input.name, description: input.description ?? null };
+  if (input.type === 'website') {
+    return { ...base, type: 'website', url: input.url, links: input.links, relativeLinksLimit: input.relative_links_limit ?? 10 };
+  }
+  return { ...base, type: input.type, file: { filename: file!.filename, contentType: file!.contentType, data: file!.data } };
+}
+
+export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] {
+  return [
+    {
+      method: 'POST',
+      path: '/api/user/knowledgebases',
+      auth: 'user',
+      family: 'error',
+      failureMessage: 'Failed to create knowledgebase. Please try again.',
+      tag,
+      summary: 'Create a knowledgebase',
+      requestSchema: createKnowledgebaseSchema.schema,
+      successStatus: 201,
+      async handler(req) {
+        const data = await knowledge.createKnowledgebase(userId(req), createKnowledgebaseSchema(req.body));
+        const { documents_count: _d, assistants_count: _a, ...created } = data;
+        return json(201, { message: 'Knowledgebase created successfully.', data: created });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/knowledgebases',
+      auth: 'user',
+      family: 'error',
+      tag,
+      summary: 'List knowledgebases',
+      async handler(req) {
+        return json(200, { data: await knowledge.listKnowledgebases(userId(req)) });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/knowledgebases/:id',
+      auth: 'user',
+      family: 'error',
+      tag,
+      summary: 'Get a knowledgebase',
+      async handler(req) {
+        return json(200, { data: await knowledge.getKnowledgebase(userId(req), idParam(req, 'id', 'knowledgebase_not_found')) });
+      },
+    },
+    {
+      method: 'PUT',
+      path: '/api/user/knowledgebases/:id',
+      auth: 'user',
+      family: 'error',
+      tag,
+      summary: 'Rename or describe a knowledgebase',
+      requestSchema: updateKnowledgebaseSchema.schema,
+      async handler(req) {
+        const id = idParam(req, 'id', 'knowledgebase_not_found');
+        await knowledge.getKnowledgebase(userId(req), id);
+        const data = await knowledge.updateKnowledgebase(userId(req), id, updateKnowledgebaseSchema(req.body));
+        return json(200, { message: 'Knowledgebase updated successfully.', data });
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/api/user/knowledgebases/:id',
+      auth: 'user',
+      family: 'error',
+      failureMessage: 'Failed to delete knowledgebase. Please try again.',
+      tag,
+      summary: 'Delete a knowledgebase with its documents; assistants using it lose it',
+      async handler(req) {
+        await knowledge.deleteKnowledgebase(userId(req), idParam(req, 'id', 'knowledgebase_not_found'));
+        return json(200, { message: 'Knowledgebase deleted successfully.' });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/user/knowledgebases/:id/documents',
+      auth: 'user',
+      family: 'error',
+      multipart: true,
+      failureMessage: 'Failed to create document. Please try again.',
+      tag,
+      summary: 'Add a document (JSON for website, multipart/form-data for pdf, txt, docx); processing continues in the background',
+      requestSchema: createDocumentSchema.schema,
+      successStatus: 201,
+      async handler(req) {
+        const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
+        const owner = userId(req);
+        await knowledge.getKnowledgebase(owner, knowledgebaseId);
+        const doc = await knowledge.createDocument(owner, knowledgebaseId, newDocument(req));
+        const { updated_at: _u, error: _e, ...data } = doc;
+        return json(201, { message: 'Document created successfully. Processing has started.', data });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/knowledgebases/:id/documents',
+      auth: 'user',
+      family: 'error',
+      tag,
+      summary: 'List the documents of a knowledgebase',
+      async handler(req) {
+        const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
+        return json(200, { data: await knowledge.listDocuments(userId(req), knowledgebaseId) });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/knowledgebases/:id/documents/:documentId',
+      auth: 'user',
+      family: 'error',
+      tag,
+      summary: 'Get a document (poll this until processing ends)',
+      async handler(req) {
+        const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
+        const id = idParam(req, 'documentId', 'document_not_found');
+        return json(200, { data: await knowledge.getDocument(userId(req), knowledgebaseId, id) });
+      },
+    },
+    {
+      method: 'PUT',
+      path: '/api/user/knowledgebases/:id/documents/:documentId',
+      auth: 'user',
+      family: 'error',
+      tag,
+      summary: 'Rename or describe a document (type and content cannot change)',
+      requestSchema: updateDocumentSchema.schema,
+      async handler(req) {
+        const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
+        const owner = userId(req);
+        await knowledge.getKnowledgebase(owner, knowledgebaseId);
+        const id = idParam(req, 'documentId', 'document_not_found');
+        await knowledge.getDocument(owner, knowledgebaseId, id);
+        const doc = await knowledge.updateDocument(owner, knowledgebaseId, id, updateDocumentSchema(req.body));
+        const { created_at: _c, error: _e, ...data } = doc;
+        return json(200, { message: 'Document updated successfully.', data });
+      },
+    },
+    {
+      method: 'DELETE',
+      path: '/api/user/knowledgebases/:id/documents/:documentId',
+      auth: 'user',
+      family: 'error',
+      failureMessage: 'Failed to delete document. Please try again.',
+      tag,
+      summary: 'Delete a document, its processed content and embeddings',
+      async handler(req) {
+        const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
+        const owner = userId(req);
+        await knowledge.getKnowledgebase(owner, knowledgebaseId);
+        const id = idParam(req, 'documentId', 'document_not_found');
+        await knowledge.deleteDocument(owner, knowledgebaseId, id);
+        return json(200, { message: 'Document deleted successfully.' });
+      },
+    },
+  ];
+}

@@ -1,0 +1,182 @@
+import type { DatabasePool } from 'slonik';
+import { PlatformError, ValidationError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { WorkerPool } from '../workers.js';
+import {
+  deleteDocument,
+  deleteKnowledgebase,
+  findDocument,
+  findKnowledgebase,
+  insertDocumentWithJob,
+  insertKnowledgebase,
+  listDocuments,
+  listKnowledgebases,
+  refreshKnowledgebaseStatus,
+  updateDocument,
+  updateKnowledgebase,
+  type DocumentRow,
+  type KnowledgebaseRow,
+} from './repository.js';
+import { removeUpload, storeUpload } from './uploads.js';
+
+const STATUS_LABELS = { empty: 'Empty', processing: 'Processing', active: 'Active', failed: 'Failed' } as const;
+const TYPE_LABELS = { website: 'Website', pdf: 'PDF', txt: 'TXT', docx: 'DOCX' } as const;
+
+export interface KnowledgebaseView {
+  id: number;
+  name: string;
+  description: string | null;
+  status: KnowledgebaseRow['status'];
+  status_label: string;
+  documents_count: number;
+  assistants_count: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface DocumentView {
+  id: number;
+  name: string;
+  description: string | null;
+  type: DocumentRow['type'];
+  type_label: string;
+  status: DocumentRow['status'];
+  status_label: string;
+  /** Why processing failed, in words a user can act on; null otherwise. */
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export function knowledgebaseView(row: KnowledgebaseRow): KnowledgebaseView {
+  return { ...row, status_label: STATUS_LABELS[row.status] };
+}
+
+export function documentView(row: DocumentRow): DocumentView {
+  return {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    type: row.type,
+    type_label: TYPE_LABELS[row.type],
+    status: row.status,
+    status_label: STATUS_LABELS[row.status],
+    error: row.error,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
+
+export type NewDocument =
+  | { name: string; description: string | null; type: 'website'; url?: string; links?: Array<{ link: string }>; relativeLinksLimit: number }
+  | { name: string; description: string | null; type: 'pdf' | 'txt' | 'docx'; file: { filename: string; contentType: string; data: Uint8Array } };
+
+export interface KnowledgeServiceDeps {
+  readonly pool: DatabasePool;
+  readonly workers: WorkerPool;
+  readonly dataDir: string;
+  readonly logger: Logger;
+}
+
+export function createKnowledgeService({ pool, workers, dataDir, logger }: KnowledgeServiceDeps) {
+  async function ownedKnowledgebase(userId: number, id: number): Promise<KnowledgebaseRow> {
+    const row = await findKnowledgebase(pool, userId, id);
+    if (!row) throw new PlatformError('knowledgebase_not_found');
+    return row;
+  }
+
+  return {
+    async createKnowledgebase(userId: number, input: { name: string; description?: string | null }): Promise<KnowledgebaseView> {
+      const id = await insertKnowledgebase(pool, userId, { name: input.name, description: input.description ?? null });
+      return knowledgebaseView(await ownedKnowledgebase(userId, id));
+    },
+
+    async listKnowledgebases(userId: number): Promise<KnowledgebaseView[]> {
+      return (await listKnowledgebases(pool, userId)).map(knowledgebaseView);
+    },
+
+    async getKnowledgebase(userId: number, id: number): Promise<KnowledgebaseView> {
+      return knowledgebaseView(await ownedKnowledgebase(userId, id));
+    },
+
+    async updateKnowledgebase(userId: number, id: number, input: { name?: string; description?: string | null }): Promise<KnowledgebaseView> {
+      if (!(await updateKnowledgebase(pool, userId, id, input))) throw new PlatformError('knowledgebase_not_found');
+      return knowledgebaseView(await ownedKnowledgebase(userId, id));
+    },
+
+    /** Removes the knowledgebase, its documents, jobs and stored files; assistants using it keep working without it. */
+    async deleteKnowledgebase(userId: number, id: number): Promise<void> {
+      const paths = await pool.transaction((tx) => deleteKnowledgebase(tx, userId, id));
+      if (!paths) throw new PlatformError('knowledgebase_not_found');
+      await Promise.all(paths.map((path) => removeUpload(dataDir, path)));
+      logger.info({ userId, knowledgebaseId: id, documents: paths.length }, 'knowledgebase deleted');
+    },
+
+    /**
+     * Stores what to ingest durably (the file under DATA_DIR, or the URLs) and enqueues a job in
+     * the same transaction as the document row; ingestion happens in the background.
+     * @throws ValidationError on `file` when the content is not of the declared type.
+     */
+    async createDocument(userId: number, knowledgebaseId: number, input: NewDocument): Promise<DocumentView> {
+      await ownedKnowledgebase(userId, knowledgebaseId);
+      let source: Record<string, unknown>;
+      let storedPath: string | undefined;
+      if (input.type === 'website') {
+        source = input.links ? { links: input.links.map((l) => l.link) } : { url: input.url, relative_links_limit: input.relativeLinksLimit };
+      } else {
+        const inspected = await workers.inspectUpload({ type: input.type, bytes: input.file.data });
+        if (inspected.problem) throw ValidationError.field('file', inspected.problem);
+        storedPath = await storeUpload(dataDir, userId, input.type, inspected.bytes);
+        source = { path: storedPath, filename: input.file.filename, content_type: input.file.contentType, size: inspected.bytes.byteLength };
+      }
+      try {
+        const row = await pool.transaction(async (tx) => {
+          const created = await insertDocumentWithJob(tx, { userId, knowledgebaseId, name: input.name, description: input.description, type: input.type, source });
+          await refreshKnowledgebaseStatus(tx, knowledgebaseId);
+          return created;
+        });
+        logger.info({ userId, knowledgebaseId, documentId: row.id, type: row.type }, 'document queued for ingestion');
+        return documentView(row);
+      } catch (error) {
+        if (storedPath) await removeUpload(dataDir, storedPath).catch(() => undefined);
+        throw error;
+      }
+    },
+
+    async listDocuments(userId: number, knowledgebaseId: number): Promise<DocumentView[]> {
+      await ownedKnowledgebase(userId, knowledgebaseId);
+      return (await listDocuments(pool, userId, knowledgebaseId)).map(documentView);
+    },
+
+    async getDocument(userId: number, knowledgebaseId: number, id: number): Promise<DocumentView> {
+      await ownedKnowledgebase(userId, knowledgebaseId);
+      const row = await findDocument(pool, userId, knowledgebaseId, id);
+      if (!row) throw new PlatformError('document_not_found');
+      return documentView(row);
+    },
+
+    async updateDocument(userId: number, knowledgebaseId: number, id: number, input: { name?: string; description?: string | null }): Promise<DocumentView> {
+      await ownedKnowledgebase(userId, knowledgebaseId);
+      if (!(await findDocument(pool, userId, knowledgebaseId, id))) throw new PlatformError('document_not_found');
+      const row = await updateDocument(pool, userId, id, input);
+      if (!row) throw new PlatformError('document_not_found');
+      return documentView(row);
+    },
+
+    /** Permanent: the record, its job, its stored file; the knowledgebase status is recomputed. */
+    async deleteDocument(userId: number, knowledgebaseId: number, id: number): Promise<void> {
+      await ownedKnowledgebase(userId, knowledgebaseId);
+      const row = await findDocument(pool, userId, knowledgebaseId, id);
+      if (!row) throw new PlatformError('document_not_found');
+      await pool.transaction(async (tx) => {
+        await deleteDocument(tx, userId, id);
+        await refreshKnowledgebaseStatus(tx, knowledgebaseId);
+      });
+      const path = row.source.path;
+      if (typeof path === 'string') await removeUpload(dataDir, path);
+      logger.info({ userId, knowledgebaseId, documentId: id }, 'document deleted');
+    },
+  };
+}
+
+export type KnowledgeService = ReturnType<typeof createKnowledgeService>;
