@@ -9,6 +9,7 @@ import { apiKeyRoutes } from './routes/apiKeys.js';
 import { authRoutes } from './routes/auth.js';
 import { healthRoutes } from './routes/health.js';
 import { knowledgeRoutes } from './routes/knowledge.js';
+import { toolRoutes } from './routes/tools.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -25,6 +26,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...authRoutes(services.auth),
     ...apiKeyRoutes(services.apiKeys),
     ...knowledgeRoutes(services.knowledge),
+    ...toolRoutes(services.tools),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

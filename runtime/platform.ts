@@ -10,6 +10,7 @@ import { migrate } from './store/migrate.js';
 import { createDatabasePool, type DatabasePool } from './store/pool.js';
 import { createAdminService } from './users/admin.js';
 import { createKnowledgeService } from './knowledge/service.js';
+import { createToolService } from './tools/service.js';
 import { createWorkerPool, type WorkerPool } from './workers.js';
 
 /**
@@ -29,6 +30,7 @@ export interface Services {
   readonly apiKeys: ReturnType<typeof createApiKeyService>;
   readonly admin: ReturnType<typeof createAdminService>;
   readonly knowledge: ReturnType<typeof createKnowledgeService>;
+  readonly tools: ReturnType<typeof createToolService>;
 }
 
 export async function startRuntime(config: Config, logger: Logger): Promise<Runtime> {
@@ -61,6 +63,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     apiKeys: createApiKeyService({ pool: db, logger }),
     admin: createAdminService({ pool: db, logger }),
     knowledge: createKnowledgeService({ pool: db, workers, dataDir: config.dataDir, logger }),
+    tools: createToolService({ pool: db, logger }),
   };
 
   return {
