@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import tap from 'tap';
 import { createLogger } from '../../runtime/logger.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../runtime/store/embedded.js';
 import { migrate } from '../../runtime/store/migrate.js';
@@ -53,7 +54,9 @@ function adminUrl(): Promise<string> {
   if (shared) return Promise.resolve(shared);
   if (!privateCluster) {
     privateCluster = startTestCluster();
-    process.once('beforeExit', () => void privateCluster?.then((cluster) => cluster.stop()));
+    // The cluster's process keeps the event loop alive, so it is stopped when the file's root
+    // test ends rather than on process exit.
+    tap.teardown(() => stopPrivateCluster());
   }
   return privateCluster.then((cluster) => cluster.adminUrl);
 }
