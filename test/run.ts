@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { startTestCluster } from './helpers/database.js';
+import { startTestCluster } from './helpers/cluster.js';
 
 /**
  * `npm test`: one embedded PostgreSQL for the whole run with a migrated template database, then

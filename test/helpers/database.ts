@@ -1,12 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import tap from 'tap';
-import { createLogger } from '../../runtime/logger.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../runtime/store/embedded.js';
-import { migrate } from '../../runtime/store/migrate.js';
+import { startTestCluster, TEMPLATE_DATABASE, type TestCluster } from './cluster.js';
 
 /**
  * Test databases. `npm test` starts one embedded cluster for the whole run and migrates a
@@ -14,38 +9,6 @@ import { migrate } from '../../runtime/store/migrate.js';
  * the template in a few milliseconds. A file run alone (`npx tap test/x.test.ts`) starts a
  * private cluster instead, so every file also works by itself.
  */
-
-export const TEMPLATE_DATABASE = 'platform_template';
-/** Settings that make a throwaway cluster fast; never used outside tests. */
-export const FAST_SETTINGS = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' } as const;
-
-export interface TestCluster {
-  readonly adminUrl: string;
-  readonly embedded: EmbeddedPostgres;
-  readonly directory: string;
-  stop(): Promise<void>;
-}
-
-/** Starts a throwaway cluster with a migrated template database. */
-export async function startTestCluster(): Promise<TestCluster> {
-  const directory = await mkdtemp(join(tmpdir(), 'ap-test-pg-'));
-  const logger = createLogger('silent');
-  const embedded = await startEmbeddedPostgres({ directory: join(directory, 'cluster'), settings: FAST_SETTINGS, logger });
-  const admin = new pg.Client({ connectionString: embedded.adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${TEMPLATE_DATABASE}`);
-  await admin.end();
-  await migrate(embedded.urlFor(TEMPLATE_DATABASE), logger);
-  return {
-    adminUrl: embedded.adminUrl,
-    embedded,
-    directory,
-    async stop() {
-      await embedded.stop();
-      await rm(directory, { recursive: true, force: true });
-    },
-  };
-}
 
 let privateCluster: Promise<TestCluster> | undefined;
 
