@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { createApiKeyService } from './apiKeys/service.js';
@@ -86,7 +87,6 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
 }
 
 async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
-  const { default: pg } = await import('pg');
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {

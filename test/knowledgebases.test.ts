@@ -148,6 +148,10 @@ t.test('section 7 rows and content checks', async (t) => {
   const docMissing = await api.request('PUT', `/user/knowledgebases/${kb}/documents/999999`, { token: alice.token, body: { name: 'x' } });
   t.equal(docMissing.status, 404);
   t.same(docMissing.body, { error: 'Document not found.' });
+  const missingAndInvalid = await api.request('PUT', `/user/knowledgebases/${kb}/documents/999999`, { token: alice.token, body: { name: 'n'.repeat(300) } });
+  t.equal(missingAndInvalid.status, 404, 'not found comes before validation');
+  const kbMissingInvalid = await api.request('POST', '/user/knowledgebases/999999/documents', { token: alice.token, body: { type: 'mp3' } });
+  t.equal(kbMissingInvalid.status, 404);
   const kbGone = await api.request('PUT', `/user/knowledgebases/999999/documents/${doc}`, { token: alice.token, body: { name: 'x' } });
   t.same(kbGone.body, { error: 'Knowledgebase not found.' });
 });

@@ -89,6 +89,8 @@ t.test('update, list, get, delete', async (t) => {
     t.same([res.status, res.body], [404, { message: 'Tool not found' }], `${method} by another user`);
   }
   t.notOk((await api.request('GET', '/user/tools', { token: bob.token })).body.data.some((tool: { id: number }) => tool.id === id));
+  const invalidForeign = await api.request('PUT', `/user/tools/${id}`, { token: bob.token, body: { timeout: 0 } });
+  t.equal(invalidForeign.status, 404, 'not found comes before validation');
 
   const deleted = await api.request('DELETE', `/user/tools/${id}`, { token: alice.token });
   t.equal(deleted.status, 200);

@@ -90,8 +90,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       requestSchema: updateKnowledgebaseSchema.schema,
       async handler(req) {
         const id = idParam(req, 'id', 'knowledgebase_not_found');
-        await knowledge.getKnowledgebase(userId(req), id);
-        const data = await knowledge.updateKnowledgebase(userId(req), id, updateKnowledgebaseSchema(req.body));
+        const data = await knowledge.updateKnowledgebase(userId(req), id, () => updateKnowledgebaseSchema(req.body));
         return json(200, { message: 'Knowledgebase updated successfully.', data });
       },
     },
@@ -121,9 +120,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       successStatus: 201,
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
-        const owner = userId(req);
-        await knowledge.getKnowledgebase(owner, knowledgebaseId);
-        const doc = await knowledge.createDocument(owner, knowledgebaseId, newDocument(req));
+        const doc = await knowledge.createDocument(userId(req), knowledgebaseId, () => newDocument(req));
         const { updated_at: _u, error: _e, ...data } = doc;
         return json(201, { message: 'Document created successfully. Processing has started.', data });
       },
@@ -163,11 +160,8 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       requestSchema: updateDocumentSchema.schema,
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
-        const owner = userId(req);
-        await knowledge.getKnowledgebase(owner, knowledgebaseId);
         const id = idParam(req, 'documentId', 'document_not_found');
-        await knowledge.getDocument(owner, knowledgebaseId, id);
-        const doc = await knowledge.updateDocument(owner, knowledgebaseId, id, updateDocumentSchema(req.body));
+        const doc = await knowledge.updateDocument(userId(req), knowledgebaseId, id, () => updateDocumentSchema(req.body));
         const { created_at: _c, error: _e, ...data } = doc;
         return json(200, { message: 'Document updated successfully.', data });
       },
@@ -182,10 +176,8 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       summary: 'Delete a document, its processed content and embeddings',
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
-        const owner = userId(req);
-        await knowledge.getKnowledgebase(owner, knowledgebaseId);
         const id = idParam(req, 'documentId', 'document_not_found');
-        await knowledge.deleteDocument(owner, knowledgebaseId, id);
+        await knowledge.deleteDocument(userId(req), knowledgebaseId, id);
         return json(200, { message: 'Document deleted successfully.' });
       },
     },

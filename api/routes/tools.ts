@@ -49,9 +49,7 @@ export function toolRoutes(tools: ToolService): RouteDefinition[] {
       requestSchema: updateToolSchema.schema,
       async handler(req) {
         const id = idParam(req, 'id', 'tool_not_found');
-        const owner = userId(req);
-        await tools.get(owner, id);
-        const data = await tools.update(owner, id, updateToolSchema(req.body));
+        const data = await tools.update(userId(req), id, () => updateToolSchema(req.body));
         return json(200, { message: 'Tool updated successfully.', data });
       },
     },

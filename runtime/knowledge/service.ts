@@ -99,8 +99,10 @@ export function createKnowledgeService({ pool, workers, dataDir, logger }: Knowl
       return knowledgebaseView(await ownedKnowledgebase(userId, id));
     },
 
-    async updateKnowledgebase(userId: number, id: number, input: { name?: string; description?: string | null }): Promise<KnowledgebaseView> {
-      if (!(await updateKnowledgebase(pool, userId, id, input))) throw new PlatformError('knowledgebase_not_found');
+    /** `input` is read after the knowledgebase is found, so a missing one is 404 before any 422. */
+    async updateKnowledgebase(userId: number, id: number, input: () => { name?: string; description?: string | null }): Promise<KnowledgebaseView> {
+      await ownedKnowledgebase(userId, id);
+      if (!(await updateKnowledgebase(pool, userId, id, input()))) throw new PlatformError('knowledgebase_not_found');
       return knowledgebaseView(await ownedKnowledgebase(userId, id));
     },
 
@@ -115,10 +117,12 @@ export function createKnowledgeService({ pool, workers, dataDir, logger }: Knowl
     /**
      * Stores what to ingest durably (the file under DATA_DIR, or the URLs) and enqueues a job in
      * the same transaction as the document row; ingestion happens in the background.
+     * `read` validates the request after the knowledgebase is found (404 before 422).
      * @throws ValidationError on `file` when the content is not of the declared type.
      */
-    async createDocument(userId: number, knowledgebaseId: number, input: NewDocument): Promise<DocumentView> {
+    async createDocument(userId: number, knowledgebaseId: number, read: () => NewDocument): Promise<DocumentView> {
       await ownedKnowledgebase(userId, knowledgebaseId);
+      const input = read();
       let source: Record<string, unknown>;
       let storedPath: string | undefined;
       if (input.type === 'website') {
@@ -155,10 +159,11 @@ export function createKnowledgeService({ pool, workers, dataDir, logger }: Knowl
       return documentView(row);
     },
 
-    async updateDocument(userId: number, knowledgebaseId: number, id: number, input: { name?: string; description?: string | null }): Promise<DocumentView> {
+    /** `input` is read after the knowledgebase and document are found (404 before 422). */
+    async updateDocument(userId: number, knowledgebaseId: number, id: number, input: () => { name?: string; description?: string | null }): Promise<DocumentView> {
       await ownedKnowledgebase(userId, knowledgebaseId);
       if (!(await findDocument(pool, userId, knowledgebaseId, id))) throw new PlatformError('document_not_found');
-      const row = await updateDocument(pool, userId, id, input);
+      const row = await updateDocument(pool, userId, id, input());
       if (!row) throw new PlatformError('document_not_found');
       return documentView(row);
     },

@@ -33,8 +33,10 @@ export function createToolService({ pool, logger }: { pool: DatabasePool; logger
       return tool;
     },
 
-    async update(userId: number, id: number, input: Partial<ToolInput>): Promise<ToolRow> {
-      const tool = await updateTool(pool, userId, id, input);
+    /** `input` is read after the tool is found, so another user's tool is 404 before any 422. */
+    async update(userId: number, id: number, input: () => Partial<ToolInput>): Promise<ToolRow> {
+      if (!(await findTool(pool, userId, id))) throw new PlatformError('tool_not_found');
+      const tool = await updateTool(pool, userId, id, input());
       if (!tool) throw new PlatformError('tool_not_found');
       return tool;
     },
