@@ -10,6 +10,7 @@ import { authRoutes } from './routes/auth.js';
 import { healthRoutes } from './routes/health.js';
 import { knowledgeRoutes } from './routes/knowledge.js';
 import { toolRoutes } from './routes/tools.js';
+import { catalogRoutes } from './routes/catalog.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -27,6 +28,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...apiKeyRoutes(services.apiKeys),
     ...knowledgeRoutes(services.knowledge),
     ...toolRoutes(services.tools),
+    ...catalogRoutes(services.catalog),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

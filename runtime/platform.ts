@@ -12,6 +12,7 @@ import { createDatabasePool, type DatabasePool } from './store/pool.js';
 import { createAdminService } from './users/admin.js';
 import { createKnowledgeService } from './knowledge/service.js';
 import { createToolService } from './tools/service.js';
+import { createCatalogService } from './catalog/service.js';
 import { createWorkerPool, type WorkerPool } from './workers.js';
 
 /**
@@ -32,6 +33,7 @@ export interface Services {
   readonly admin: ReturnType<typeof createAdminService>;
   readonly knowledge: ReturnType<typeof createKnowledgeService>;
   readonly tools: ReturnType<typeof createToolService>;
+  readonly catalog: ReturnType<typeof createCatalogService>;
 }
 
 export async function startRuntime(config: Config, logger: Logger): Promise<Runtime> {
@@ -65,6 +67,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     admin: createAdminService({ pool: db, logger }),
     knowledge: createKnowledgeService({ pool: db, workers, dataDir: config.dataDir, logger }),
     tools: createToolService({ pool: db, logger }),
+    catalog: createCatalogService({ pool: db }),
   };
 
   return {

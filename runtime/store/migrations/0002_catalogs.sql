@@ -106,7 +106,6 @@ INSERT INTO voices (id, name, language_id, gender, accent, age, synthesizer_prov
   (34, 'Coral', NULL, 'female', 'american', 'young', NULL, 'coral', '{multimodal}'),
   (35, 'Sage', NULL, 'female', 'american', 'middle_aged', NULL, 'sage', '{multimodal}'),
   (36, 'Verse', NULL, 'male', 'american', 'young', NULL, 'verse', '{multimodal}');
-UPDATE voices SET preview_url = '/api/voices/' || id || '/preview.wav';
 
 -- Models: `llm` for pipeline (and text chat), `multimodal` for realtime speech-to-speech.
 -- `provider` names an entry of the provider configuration; `dev` needs no network.

@@ -1,0 +1,74 @@
+import { ValidationError } from '../../runtime/errors.js';
+import type { CatalogService } from '../../runtime/catalog/service.js';
+import { modelsQuerySchema, voicesQuerySchema } from '../../schemas/catalog.js';
+import { json, type RouteDefinition } from '../http/types.js';
+
+const tag = 'Catalogs';
+
+export function catalogRoutes(catalog: CatalogService): RouteDefinition[] {
+  return [
+    {
+      method: 'GET',
+      path: '/api/user/assistants/languages',
+      auth: 'user',
+      tag,
+      summary: 'Languages (a plain array): id is used as language_id and in secondary_language_ids',
+      async handler() {
+        const { rows } = await catalog.get();
+        return json(200, rows.languages.map(({ id, name, iso_2 }) => ({ id, name, iso_2 })));
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/assistants/voices',
+      auth: 'user',
+      tag,
+      summary: 'Voices, filtered by engine mode and language',
+      querySchema: voicesQuerySchema.schema,
+      async handler(req) {
+        const query = voicesQuerySchema(req.query);
+        const current = await catalog.get();
+        if (query.language_id !== undefined && !current.languages.has(query.language_id)) {
+          throw ValidationError.field('language_id', 'The selected language id is invalid.');
+        }
+        const data = current.voicesFor({ mode: query.mode, languageId: query.language_id }).map((voice) => ({
+          id: voice.id,
+          name: voice.name,
+          language_id: voice.language_id,
+          gender: voice.gender,
+          accent: voice.accent,
+          age: voice.age,
+          preview_url: voice.preview_url,
+          synthesizer_provider_id: voice.synthesizer_provider_id,
+          modes: voice.modes,
+        }));
+        return json(200, { data });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/assistants/models',
+      auth: 'user',
+      tag,
+      summary: 'Models: llm for pipeline and chat, multimodal for realtime speech',
+      querySchema: modelsQuerySchema.schema,
+      async handler(req) {
+        const { type } = modelsQuerySchema(req.query);
+        const data = (await catalog.get()).modelsOfType(type).map(({ id, name, code, provider }) => ({ id, name, code, provider }));
+        return json(200, { data });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/assistants/providers',
+      auth: 'user',
+      tag,
+      summary: 'Speech providers: synthesizers (TTS) and transcribers (STT)',
+      async handler() {
+        const { rows } = await catalog.get();
+        const of = (kind: 'synthesizer' | 'transcriber') => rows.providers.filter((p) => p.kind === kind).map(({ id, name, code }) => ({ id, name, code }));
+        return json(200, { data: { synthesizers: of('synthesizer'), transcribers: of('transcriber') } });
+      },
+    },
+  ];
+}
