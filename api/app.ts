@@ -11,6 +11,8 @@ import { healthRoutes } from './routes/health.js';
 import { knowledgeRoutes } from './routes/knowledge.js';
 import { toolRoutes } from './routes/tools.js';
 import { catalogRoutes } from './routes/catalog.js';
+import { assistantRoutes } from './routes/assistants.js';
+import { phoneNumberRoutes } from './routes/phoneNumbers.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -29,6 +31,8 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...knowledgeRoutes(services.knowledge),
     ...toolRoutes(services.tools),
     ...catalogRoutes(services.catalog),
+    ...assistantRoutes(services.assistants),
+    ...phoneNumberRoutes(services.phoneNumbers),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

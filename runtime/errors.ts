@@ -18,6 +18,7 @@ export const errorRegistry = {
   document_not_found: { status: 404, message: 'Document not found.' },
   tool_not_found: { status: 404, message: 'Tool not found' },
   assistant_not_found: { status: 404, message: 'Assistant not found' },
+  phone_number_not_found: { status: 404, message: 'Phone number not found.' },
   tool_limit_reached: { status: 403, message: 'You have reached the maximum of mid-call tools allowed on your plan. Please upgrade your plan to create more.' },
   method_not_allowed: { status: 405, message: 'Method not allowed.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },

@@ -13,6 +13,8 @@ import { createAdminService } from './users/admin.js';
 import { createKnowledgeService } from './knowledge/service.js';
 import { createToolService } from './tools/service.js';
 import { createCatalogService } from './catalog/service.js';
+import { createAssistantService } from './assistants/service.js';
+import { createPhoneNumberService } from './phoneNumbers/service.js';
 import { createWorkerPool, type WorkerPool } from './workers.js';
 
 /**
@@ -34,6 +36,8 @@ export interface Services {
   readonly knowledge: ReturnType<typeof createKnowledgeService>;
   readonly tools: ReturnType<typeof createToolService>;
   readonly catalog: ReturnType<typeof createCatalogService>;
+  readonly assistants: ReturnType<typeof createAssistantService>;
+  readonly phoneNumbers: ReturnType<typeof createPhoneNumberService>;
 }
 
 export async function startRuntime(config: Config, logger: Logger): Promise<Runtime> {
@@ -61,13 +65,16 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
   const db = pool;
   const workers: WorkerPool = createWorkerPool(config.workerPoolSize);
 
+  const catalog = createCatalogService({ pool: db });
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
     apiKeys: createApiKeyService({ pool: db, logger }),
     admin: createAdminService({ pool: db, logger }),
     knowledge: createKnowledgeService({ pool: db, workers, dataDir: config.dataDir, logger }),
     tools: createToolService({ pool: db, logger }),
-    catalog: createCatalogService({ pool: db }),
+    catalog,
+    assistants: createAssistantService({ pool: db, catalog, logger }),
+    phoneNumbers: createPhoneNumberService({ pool: db, logger }),
   };
 
   return {

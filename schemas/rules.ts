@@ -74,10 +74,13 @@ export const object = (props: Record<string, Rule>, options: Presence = {}): Rul
   ...presence(options),
 });
 
-/** An object with arbitrary string keys and scalar values (assistant variables). */
-export const record = (options: Presence & { maxKeys?: number } = {}): Rule => ({
+/**
+ * An object with string keys (letters, digits, underscores) such as assistant variables. Values
+ * are checked by the caller, which can word one message per key.
+ */
+export const record = (options: Presence = {}): Rule => ({
   type: 'record',
-  key: { type: 'string', alphanum: false, min: 1, max: 64 },
-  value: { type: 'multi', rules: [{ type: 'string', max: 10_000 }, { type: 'number' }, { type: 'boolean' }] },
+  key: { type: 'string', min: 1, max: 64, pattern: /^[A-Za-z_][A-Za-z0-9_]*$/ },
+  value: { type: 'any' },
   ...presence(options),
 });

@@ -1,0 +1,154 @@
+import { UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabasePool } from 'slonik';
+import type { AssistantInput } from '../../schemas/assistants.js';
+import type { CatalogService } from '../catalog/service.js';
+import { PlatformError, ValidationError, type FieldErrors } from '../errors.js';
+import type { Logger } from '../logger.js';
+import {
+  SETTING_COLUMNS,
+  deleteAssistant,
+  findAssistant,
+  findAssistantForUpdate,
+  findOwnedPhoneNumber,
+  inboundAssistantOfNumber,
+  insertAssistant,
+  knowledgebaseOwned,
+  listAssistants,
+  ownedToolIds,
+  replaceAssistantTools,
+  setWebhook,
+  updateAssistant,
+  type AssistantRow,
+  type AssistantSettings,
+} from './repository.js';
+import { checkOwnership, checkSettings, fillProviders, resetForMode, settingDefaults } from './rules.js';
+
+const VALIDATION_FAILED = 'Validation failed';
+
+export interface AssistantSummary {
+  id: number;
+  name: string;
+  status: AssistantRow['status'];
+  type: AssistantRow['type'];
+  mode: AssistantRow['mode'];
+}
+
+/** The full read shape: every field of spec 2.5 with its current value, plus identity and timestamps. */
+export type AssistantView = Omit<AssistantRow, 'user_id'>;
+
+function summary(row: Pick<AssistantRow, 'id' | 'name' | 'status' | 'type' | 'mode'>): AssistantSummary {
+  return { id: row.id, name: row.name, status: row.status, type: row.type, mode: row.mode };
+}
+
+export function assistantView(row: AssistantRow): AssistantView {
+  const { user_id: _owner, ...view } = row;
+  return view;
+}
+
+function settingsOf(row: AssistantRow): AssistantSettings {
+  const settings = { tool_ids: row.tool_ids } as Record<string, unknown>;
+  for (const column of SETTING_COLUMNS) settings[column] = row[column];
+  return settings as unknown as AssistantSettings;
+}
+
+function merge(base: AssistantSettings, input: Partial<AssistantInput>): AssistantSettings {
+  const merged = { ...base } as Record<string, unknown>;
+  for (const [key, value] of Object.entries(input)) if (value !== undefined) merged[key] = value;
+  return merged as unknown as AssistantSettings;
+}
+
+export function createAssistantService({ pool, catalog, logger }: { pool: DatabasePool; catalog: CatalogService; logger: Logger }) {
+  /** Checks everything and throws the 422 of spec 4.4 with every failing field at once. */
+  async function validate(tx: CommonQueryMethods, userId: number, settings: AssistantSettings, selfId: number | null): Promise<void> {
+    const errors: FieldErrors = checkSettings(await catalog.get(), settings);
+    const phoneNumber = settings.phone_number_id === null ? null : await findOwnedPhoneNumber(tx, userId, settings.phone_number_id);
+    const ownership = checkOwnership(settings, {
+      toolIds: await ownedToolIds(tx, userId, settings.tool_ids),
+      knowledgebase: settings.knowledgebase_id === null ? false : await knowledgebaseOwned(tx, userId, settings.knowledgebase_id),
+      phoneNumber,
+      phoneNumberTakenBy: phoneNumber && settings.type === 'inbound' ? await inboundAssistantOfNumber(tx, phoneNumber.id, selfId) : null,
+    });
+    for (const [field, messages] of Object.entries(ownership)) (errors[field] ??= []).push(...messages);
+    if (Object.keys(errors).length > 0) throw new ValidationError(errors, VALIDATION_FAILED);
+  }
+
+  /** Two requests racing for one inbound number: the unique index decides, and the loser gets rule 5's 422. */
+  function numberTaken(error: unknown): never {
+    if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'assistants_inbound_number_key') {
+      throw new ValidationError({ phone_number_id: ['The phone number is already assigned to another inbound assistant.'] }, VALIDATION_FAILED);
+    }
+    throw error;
+  }
+
+  async function owned(userId: number, id: number): Promise<AssistantRow> {
+    const row = await findAssistant(pool, userId, id);
+    if (!row) throw new PlatformError('assistant_not_found');
+    return row;
+  }
+
+  return {
+    async create(userId: number, input: Partial<AssistantInput> & Pick<AssistantInput, 'mode' | 'voice_id' | 'language_id'>): Promise<AssistantSummary> {
+      const defaults = { ...settingDefaults, llm_model_id: null, multimodal_model_id: null, synthesizer_provider_id: null, transcriber_provider_id: null };
+      const settings = fillProviders(await catalog.get(), merge(defaults as unknown as AssistantSettings, input));
+      const row = await pool
+        .transaction(async (tx) => {
+          await validate(tx, userId, settings, null);
+          const id = await insertAssistant(tx, userId, settings);
+          await replaceAssistantTools(tx, id, settings.tool_ids);
+          return findAssistant(tx, userId, id);
+        })
+        .catch(numberTaken);
+      logger.info({ userId, assistantId: row!.id }, 'assistant created');
+      return summary(row!);
+    },
+
+    /**
+     * Only given fields change; arrays and `variables` replace; null clears a nullable field (a
+     * null provider is chosen again from voice and language). A mode change resets the
+     * mode-specific settings. `read` validates the body after the assistant is found.
+     */
+    async update(userId: number, id: number, read: () => Partial<AssistantInput>): Promise<AssistantSummary> {
+      await owned(userId, id);
+      const input = read();
+      const current = await catalog.get();
+      const row = await pool
+        .transaction(async (tx) => {
+          const stored = await findAssistantForUpdate(tx, userId, id);
+          if (!stored) throw new PlatformError('assistant_not_found');
+          let settings = merge(settingsOf(stored), input);
+          if (input.mode !== undefined && input.mode !== stored.mode) settings = resetForMode(current, settings, input);
+          settings = fillProviders(current, settings);
+          await validate(tx, userId, settings, id);
+          await updateAssistant(tx, userId, id, settings);
+          if (input.tool_ids !== undefined) await replaceAssistantTools(tx, id, settings.tool_ids);
+          return findAssistant(tx, userId, id);
+        })
+        .catch(numberTaken);
+      logger.info({ userId, assistantId: id }, 'assistant updated');
+      return summary(row!);
+    },
+
+    async get(userId: number, id: number): Promise<AssistantView> {
+      return assistantView(await owned(userId, id));
+    },
+
+    async list(userId: number): Promise<AssistantView[]> {
+      return (await listAssistants(pool, userId)).map(assistantView);
+    },
+
+    async remove(userId: number, id: number): Promise<void> {
+      if (!(await deleteAssistant(pool, userId, id))) throw new PlatformError('assistant_not_found');
+      logger.info({ userId, assistantId: id }, 'assistant deleted');
+    },
+
+    /** Stops webhook POSTs: `is_webhook_active` false and `webhook_url` null. */
+    async disableWebhook(userId: number, id: number): Promise<void> {
+      if (!(await setWebhook(pool, userId, id, null))) throw new PlatformError('assistant_not_found');
+    },
+
+    async enableWebhook(userId: number, id: number, url: string): Promise<void> {
+      if (!(await setWebhook(pool, userId, id, url))) throw new PlatformError('assistant_not_found');
+    },
+  };
+}
+
+export type AssistantService = ReturnType<typeof createAssistantService>;
