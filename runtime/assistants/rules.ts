@@ -2,6 +2,7 @@ import type { Catalog, EngineMode } from '../catalog/service.js';
 import type { FieldErrors } from '../errors.js';
 import type { AssistantInput } from '../../schemas/assistants.js';
 import type { AssistantSettings } from './repository.js';
+import { attributeName as label } from '../../schemas/validator.js';
 
 /**
  * What an assistant must satisfy as a whole (spec 4.4 rules 1-7 plus catalog references), on
@@ -123,7 +124,7 @@ export function checkSettings(catalog: Catalog, s: AssistantSettings): FieldErro
   else if (!voice.modes.includes(s.mode)) add('voice_id', `The selected voice is not compatible with the ${s.mode} engine type.`);
   if (!catalog.languages.has(s.language_id)) add('language_id', 'The selected language id is invalid.');
   s.secondary_language_ids.forEach((id, index) => {
-    if (!catalog.languages.has(id)) add(`secondary_language_ids.${index}`, `The selected secondary_language_ids.${index} is invalid.`);
+    if (!catalog.languages.has(id)) add(`secondary_language_ids.${index}`, `The selected ${label(`secondary_language_ids.${index}`)} is invalid.`);
   });
   if (new Set(s.secondary_language_ids).size !== s.secondary_language_ids.length) add('secondary_language_ids', 'The secondary language ids field has a duplicate value.');
   if (!isTimezone(s.timezone)) add('timezone', 'The timezone must be a valid zone.');
@@ -155,21 +156,22 @@ export function checkSettings(catalog: Catalog, s: AssistantSettings): FieldErro
 
   s.tools.forEach((tool, index) => {
     const at = `tools.${index}`;
+    const type = `${at}.type`;
     if (tool.type === 'call_transfer') {
-      if (!tool.phone_number) add(`${at}.phone_number`, `The ${at}.phone_number field is required when ${at}.type is call_transfer.`);
-      else if (!E164.test(tool.phone_number)) add(`${at}.phone_number`, `The ${at}.phone_number must be a phone number in E.164 format.`);
-      if (tool.timezone !== undefined && !isTimezone(tool.timezone)) add(`${at}.timezone`, `The ${at}.timezone must be a valid zone.`);
+      if (!tool.phone_number) add(`${at}.phone_number`, `The ${label(`${at}.phone_number`)} field is required when ${label(type)} is call_transfer.`);
+      else if (!E164.test(tool.phone_number)) add(`${at}.phone_number`, `The ${label(`${at}.phone_number`)} must be a phone number in E.164 format.`);
+      if (tool.timezone !== undefined && !isTimezone(tool.timezone)) add(`${at}.timezone`, `The ${label(`${at}.timezone`)} must be a valid zone.`);
     }
     if (tool.type === 'calendar_integration') {
-      if (!tool.calendar_api_key) add(`${at}.calendar_api_key`, `The ${at}.calendar_api_key field is required when ${at}.type is calendar_integration.`);
-      if (!tool.calendar_event_slug) add(`${at}.calendar_event_slug`, `The ${at}.calendar_event_slug field is required when ${at}.type is calendar_integration.`);
+      if (!tool.calendar_api_key) add(`${at}.calendar_api_key`, `The ${label(`${at}.calendar_api_key`)} field is required when ${label(type)} is calendar_integration.`);
+      if (!tool.calendar_event_slug) add(`${at}.calendar_event_slug`, `The ${label(`${at}.calendar_event_slug`)} field is required when ${label(type)} is calendar_integration.`);
     }
   });
   const names = s.post_call_schema.map((field) => field.name);
   if (new Set(names).size !== names.length) add('post_call_schema', 'The post call schema names must be unique.');
   for (const [key, item] of Object.entries(s.variables)) {
     if (!['string', 'number', 'boolean'].includes(typeof item) || (typeof item === 'string' && item.length > 10_000)) {
-      add(`variables.${key}`, `The variables.${key} must be a string, number or boolean.`);
+      add(`variables.${key}`, `The ${label(`variables.${key}`)} must be a string, number or boolean.`);
     }
   }
   if (Object.keys(s.variables).length > 100) add('variables', 'The variables may not have more than 100 keys.');
@@ -181,7 +183,7 @@ export function checkOwnership(s: AssistantSettings, owned: Ownership): FieldErr
   const errors: FieldErrors = {};
   const add = (field: string, message: string) => (errors[field] ??= []).push(message);
   s.tool_ids.forEach((id, index) => {
-    if (!owned.toolIds.has(id)) add(`tool_ids.${index}`, `The selected tool_ids.${index} is invalid.`);
+    if (!owned.toolIds.has(id)) add(`tool_ids.${index}`, `The selected ${label(`tool_ids.${index}`)} is invalid.`);
   });
   if (new Set(s.tool_ids).size !== s.tool_ids.length) add('tool_ids', 'The tool ids field has a duplicate value.');
   if (s.knowledgebase_id !== null && !owned.knowledgebase) add('knowledgebase_id', 'The selected knowledgebase id is invalid.');
