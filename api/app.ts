@@ -13,6 +13,7 @@ import { toolRoutes } from './routes/tools.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { assistantRoutes } from './routes/assistants.js';
 import { phoneNumberRoutes } from './routes/phoneNumbers.js';
+import { DOCS_PAGE, openApiDocument } from './openapi.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -36,6 +37,26 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);
+  let document: string | undefined;
+  router.add({
+    method: 'GET',
+    path: '/api/openapi.json',
+    auth: 'none',
+    tag: 'Operations',
+    summary: 'This OpenAPI 3.1 document, generated from the validation schemas',
+    handler: () => {
+      document ??= JSON.stringify(openApiDocument(router.routes(), config.publicUrl));
+      return { status: 200, body: document, headers: { 'Content-Type': 'application/json' } };
+    },
+  });
+  router.add({
+    method: 'GET',
+    path: '/api/docs',
+    auth: 'none',
+    tag: 'Operations',
+    summary: 'The API reference for people',
+    handler: () => ({ status: 200, body: DOCS_PAGE, headers: { 'Content-Type': 'text/html; charset=utf-8' } }),
+  });
 
   const adminToken = config.adminToken ? Buffer.from(config.adminToken) : undefined;
   const server = createHttpServer({

@@ -4,9 +4,13 @@
  * 2. an empty result: one page, from/to null, no next or previous.
  * 3. the last page and a page past the end.
  * 4. link windows with `...` gaps for long result sets, exactly as Laravel's UrlWindow.
+ * 5. the shared query fields: per_page 1-100, page from 1, numeric strings converted.
  */
 import t from 'tap';
 import { pageWindow, paginate } from '../api/http/pagination.js';
+import { ValidationError } from '../runtime/errors.js';
+import { paginationQueryFields } from '../schemas/pagination.js';
+import { compileSchema } from '../schemas/validator.js';
 
 const items = (n: number) => Array.from({ length: n }, (_, i) => ({ i }));
 
@@ -58,4 +62,22 @@ t.test('link windows', async (t) => {
   const env = paginate({ items: items(1), total: 1000, page: 50, perPage: 1 }, 'http://h', '/x', '');
   t.equal(env.links.filter((l) => l.label === '...').length, 2);
   t.same(env.links.find((l) => l.active), { url: 'http://h/x?page=50', label: '50', active: true });
+});
+
+t.test('page query bounds', async (t) => {
+  const query = compileSchema<{ per_page?: number; page?: number }>(paginationQueryFields);
+  t.same(query({ per_page: '100', page: '3' }), { per_page: 100, page: 3 });
+  t.same(query({}), {});
+  const errorsOf = (input: unknown) => {
+    try {
+      query(input);
+    } catch (error) {
+      return (error as ValidationError).errors;
+    }
+    return {};
+  };
+  t.same(errorsOf({ per_page: '0' }), { per_page: ['The per page must be between 1 and 100.'] });
+  t.same(errorsOf({ per_page: '101' }), { per_page: ['The per page must be between 1 and 100.'] });
+  t.same(errorsOf({ page: '0' }), { page: ['The page must be at least 1.'] });
+  t.same(errorsOf({ per_page: 'ten' }), { per_page: ['The per page must be a number.'] });
 });
