@@ -2,7 +2,8 @@ import { oneOf, text } from './rules.js';
 import { compileSchema } from './validator.js';
 
 export const SUPPORTED_COUNTRY_CODES = ['US', 'CA', 'GB', 'AU', 'IL', 'PL', 'FI', 'NL', 'DK', 'IT'] as const;
-const E164 = /^\+[1-9]\d{6,14}$/;
+/** An E.164 number: `+`, country code, subscriber number, 8 to 15 digits in all. */
+export const E164 = /^\+[1-9]\d{6,14}$/;
 const E164_MESSAGE = 'The phone number must be in E.164 format, e.g. +14155550123.';
 
 export const searchNumbersSchema = compileSchema<{ country_code?: string; contains?: string }>({

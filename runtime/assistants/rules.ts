@@ -3,6 +3,7 @@ import type { FieldErrors } from '../errors.js';
 import type { AssistantInput } from '../../schemas/assistants.js';
 import type { AssistantSettings } from './repository.js';
 import { attributeName as label } from '../../schemas/validator.js';
+import { E164 } from '../../schemas/phoneNumbers.js';
 
 /**
  * What an assistant must satisfy as a whole (spec 4.4 rules 1-7 plus catalog references), on
@@ -92,8 +93,6 @@ export function fillProviders(catalog: Catalog, settings: AssistantSettings): As
     transcriber_provider_id: settings.transcriber_provider_id ?? autoTranscriber(catalog, settings.mode, settings.language_id),
   };
 }
-
-const E164 = /^\+[1-9]\d{6,14}$/;
 
 export function isTimezone(name: string): boolean {
   try {

@@ -107,13 +107,12 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
      * mode-specific settings. `read` validates the body after the assistant is found.
      */
     async update(userId: number, id: number, read: () => Partial<AssistantInput>): Promise<AssistantSummary> {
-      await owned(userId, id);
-      const input = read();
       const current = await catalog.get();
       const row = await pool
         .transaction(async (tx) => {
           const stored = await findAssistantForUpdate(tx, userId, id);
           if (!stored) throw new PlatformError('assistant_not_found');
+          const input = read();
           let settings = merge(settingsOf(stored), input);
           if (input.mode !== undefined && input.mode !== stored.mode) settings = resetForMode(current, settings, input);
           settings = fillProviders(current, settings);
