@@ -39,6 +39,16 @@ export interface Config {
   readonly workerPoolSize: number;
   /** Connections in the database pool. @defaultValue 10 */
   readonly databasePoolSize: number;
+  /** Fetch user-supplied URLs that resolve to private or loopback addresses. @defaultValue false */
+  readonly outboundAllowPrivate: boolean;
+  /** Hosts exempt from the private-address refusal. */
+  readonly outboundAllowHosts: readonly string[];
+  /** OpenAI-compatible embeddings endpoint; the built-in local embedder when absent. */
+  readonly embeddings: { readonly baseUrl: string; readonly apiKey: string | undefined; readonly model: string } | undefined;
+  /** Documents ingested at once per process. @defaultValue 2 */
+  readonly ingestionConcurrency: number;
+  /** How long a claimed ingestion job is leased before another process may take it over. @defaultValue 120 000 ms */
+  readonly ingestionLeaseMs: number;
   /** Extra postgres `-c` settings for the embedded server (tests turn fsync off). */
   readonly embeddedPostgresSettings: Readonly<Record<string, string>>;
 }
@@ -79,6 +89,14 @@ function integer(env: Env, name: string, min: number, max: number, fallback: num
   return Number(raw);
 }
 
+function flag(env: Env, name: string, fallback: boolean): boolean {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (/^(true|1|yes)$/i.test(raw)) return true;
+  if (/^(false|0|no)$/i.test(raw)) return false;
+  throw new ConfigError(name, `expected true or false, got "${raw}"`);
+}
+
 function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
   const raw = text(env, name);
   if (raw === undefined) return undefined;
@@ -97,6 +115,12 @@ function url(env: Env, name: string, protocols: readonly string[]): string | und
 /** Hides a password in a URL so a config error line never prints a secret. */
 function redactUrl(raw: string): string {
   return raw.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+}
+
+function embeddingsConfig(env: Env): Config['embeddings'] {
+  const baseUrl = url(env, 'EMBEDDINGS_BASE_URL', ['http:', 'https:']);
+  if (!baseUrl) return undefined;
+  return { baseUrl: baseUrl.replace(/\/+$/, ''), apiKey: text(env, 'EMBEDDINGS_API_KEY'), model: text(env, 'EMBEDDINGS_MODEL') ?? 'text-embedding-3-small' };
 }
 
 /**
@@ -135,6 +159,11 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     sessionTtlMs: overrides.sessionTtlMs ?? configDefaults.sessionTtlMs,
     workerPoolSize: overrides.workerPoolSize ?? integer(env, 'WORKER_POOL_SIZE', 1, 256, availableParallelism()),
     databasePoolSize: overrides.databasePoolSize ?? integer(env, 'DATABASE_POOL_SIZE', 1, 1000, configDefaults.databasePoolSize),
+    outboundAllowPrivate: overrides.outboundAllowPrivate ?? flag(env, 'OUTBOUND_ALLOW_PRIVATE', false),
+    outboundAllowHosts: overrides.outboundAllowHosts ?? (text(env, 'OUTBOUND_ALLOW_HOSTS') ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
+    embeddings: overrides.embeddings ?? embeddingsConfig(env),
+    ingestionConcurrency: overrides.ingestionConcurrency ?? integer(env, 'INGESTION_CONCURRENCY', 1, 64, 2),
+    ingestionLeaseMs: overrides.ingestionLeaseMs ?? 120_000,
     embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},
   };
 }

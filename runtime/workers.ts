@@ -1,16 +1,32 @@
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import type { InspectUploadInput, InspectUploadResult } from '../workers/tasks.js';
+import type {
+  ChunkInput,
+  ChunkOutput,
+  ExtractFileInput,
+  ExtractHtmlInput,
+  ExtractResult,
+  InspectUploadInput,
+  InspectUploadResult,
+} from '../workers/tasks.js';
+import type { HtmlResult } from '../workers/extract.js';
 
 /**
  * The CPU worker pool. Callers name the task and give it a time limit; large buffers are
- * transferred to the worker and back.
+ * transferred to the worker and back. Each worker's heap is capped, so a hostile file that
+ * would exhaust memory kills one worker (the task fails, piscina replaces the thread), never the
+ * server.
  */
 
 const ENTRY = fileURLToPath(new URL('../workers/entry.mjs', import.meta.url));
 
 export interface WorkerPool {
   inspectUpload(input: InspectUploadInput, timeoutMs?: number): Promise<InspectUploadResult>;
+  extractFile(input: ExtractFileInput, timeoutMs?: number): Promise<ExtractResult>;
+  extractHtml(input: ExtractHtmlInput, timeoutMs?: number): Promise<HtmlResult>;
+  chunkAndEmbed(input: ChunkInput, timeoutMs?: number): Promise<ChunkOutput>;
+  /** Vectors of the built-in local embedder, flat. */
+  embedTexts(texts: string[], timeoutMs?: number): Promise<Float32Array>;
   close(): Promise<void>;
 }
 
@@ -20,12 +36,33 @@ function transferable(bytes: Uint8Array): Uint8Array {
   return new Uint8Array(bytes);
 }
 
-export function createWorkerPool(size: number): WorkerPool {
-  const pool = new Piscina({ filename: ENTRY, maxThreads: size, minThreads: Math.min(1, size), idleTimeout: 60_000 });
+export function createWorkerPool(size: number, options: { maxHeapMb?: number } = {}): WorkerPool {
+  const pool = new Piscina({
+    filename: ENTRY,
+    maxThreads: size,
+    minThreads: Math.min(1, size),
+    idleTimeout: 60_000,
+    resourceLimits: { maxOldGenerationSizeMb: options.maxHeapMb ?? 768 },
+  });
+  const run = <T>(name: string, input: unknown, timeoutMs: number, transferList?: ArrayBuffer[]): Promise<T> =>
+    pool.run(input, { name, signal: AbortSignal.timeout(timeoutMs), transferList });
   return {
     inspectUpload(input, timeoutMs = 10_000) {
       const bytes = transferable(input.bytes);
-      return pool.run({ type: input.type, bytes }, { name: 'inspectUpload', signal: AbortSignal.timeout(timeoutMs), transferList: [bytes.buffer as ArrayBuffer] });
+      return run('inspectUpload', { type: input.type, bytes }, timeoutMs, [bytes.buffer as ArrayBuffer]);
+    },
+    extractFile(input, timeoutMs = 120_000) {
+      const bytes = transferable(input.bytes);
+      return run('extractFile', { type: input.type, bytes }, timeoutMs, [bytes.buffer as ArrayBuffer]);
+    },
+    extractHtml(input, timeoutMs = 30_000) {
+      return run('extractHtml', input, timeoutMs);
+    },
+    chunkAndEmbed(input, timeoutMs = 60_000) {
+      return run('chunkAndEmbed', input, timeoutMs);
+    },
+    embedTexts(texts, timeoutMs = 10_000) {
+      return run('embedTexts', { texts }, timeoutMs);
     },
     async close() {
       await pool.destroy();

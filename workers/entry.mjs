@@ -5,3 +5,7 @@ import { tsImport } from 'tsx/esm/api';
 const tasks = tsImport('./tasks.ts', import.meta.url);
 
 export const inspectUpload = tasks.then((module) => module.inspectUpload);
+export const extractFile = tasks.then((module) => module.extractFile);
+export const extractHtml = tasks.then((module) => module.extractHtml);
+export const chunkAndEmbed = tasks.then((module) => module.chunkAndEmbed);
+export const embedTexts = tasks.then((module) => module.embedTexts);

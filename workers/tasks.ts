@@ -1,4 +1,8 @@
 import { transferableSymbol, valueSymbol } from 'piscina';
+import { zipEntries } from './zip.js';
+import { embedLocalMany } from './embed.js';
+import { extractDocx, extractPdf, extractTxt, ExtractionError, htmlBlocks } from './extract.js';
+import { chunkBlocks, type Block, type Chunk } from './text.js';
 
 /**
  * CPU work of the platform, run in the piscina pool. Each export is a named task: a pure function
@@ -27,36 +31,8 @@ function isPdf(bytes: Uint8Array): boolean {
   return Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.length, 1024)).indexOf(PDF_MAGIC) !== -1;
 }
 
-/** Names of the entries in a zip's central directory, or undefined when there is none. */
-export function zipEntryNames(bytes: Uint8Array): string[] | undefined {
-  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (view.length < 22 || view.readUInt32LE(0) !== 0x04034b50) return undefined;
-  // The end-of-central-directory record sits in the last 64 KiB + 22 bytes.
-  const floor = Math.max(0, view.length - 65_557);
-  let eocd = -1;
-  for (let i = view.length - 22; i >= floor; i--) {
-    if (view.readUInt32LE(i) === 0x06054b50) {
-      eocd = i;
-      break;
-    }
-  }
-  if (eocd === -1) return undefined;
-  const count = view.readUInt16LE(eocd + 10);
-  let offset = view.readUInt32LE(eocd + 16);
-  const names: string[] = [];
-  for (let i = 0; i < count; i++) {
-    if (offset + 46 > view.length || view.readUInt32LE(offset) !== 0x02014b50) return undefined;
-    const nameLength = view.readUInt16LE(offset + 28);
-    const extraLength = view.readUInt16LE(offset + 30);
-    const commentLength = view.readUInt16LE(offset + 32);
-    names.push(view.toString('utf8', offset + 46, offset + 46 + nameLength));
-    offset += 46 + nameLength + extraLength + commentLength;
-  }
-  return names;
-}
-
 function isDocx(bytes: Uint8Array): boolean {
-  const names = zipEntryNames(bytes);
+  const names = zipEntries(bytes)?.map((entry) => entry.name);
   return names !== undefined && names.includes('[Content_Types].xml') && names.includes('word/document.xml');
 }
 
@@ -98,4 +74,59 @@ function withTransfer<T extends object>(value: T, buffers: ArrayBuffer[]): T {
     [transferableSymbol]: { value: buffers, enumerable: false },
     [valueSymbol]: { value, enumerable: false },
   });
+}
+
+export interface ExtractFileInput {
+  readonly type: DocumentFileType;
+  readonly bytes: Uint8Array;
+}
+
+/** Either blocks of text, or the reason (for the user) why there are none. */
+export type ExtractResult = { readonly blocks: Block[] } | { readonly error: string };
+
+async function guarded(work: () => Promise<Block[]> | Block[]): Promise<ExtractResult> {
+  try {
+    return { blocks: await work() };
+  } catch (error) {
+    if (error instanceof ExtractionError) return { error: error.message };
+    throw error;
+  }
+}
+
+export function extractFile({ type, bytes }: ExtractFileInput): Promise<ExtractResult> {
+  if (type === 'pdf') return guarded(() => extractPdf(bytes));
+  if (type === 'docx') return guarded(() => extractDocx(bytes));
+  return guarded(() => extractTxt(bytes));
+}
+
+export interface ExtractHtmlInput {
+  readonly html: string;
+  readonly url: string;
+}
+
+export function extractHtml({ html, url }: ExtractHtmlInput) {
+  return htmlBlocks(html, url);
+}
+
+export interface ChunkInput {
+  readonly blocks: Block[];
+  /** Also embed each chunk with the built-in local embedder. */
+  readonly embed: boolean;
+}
+
+export interface ChunkOutput {
+  readonly chunks: Chunk[];
+  /** `chunks.length × dimensions` floats when `embed` was asked for. */
+  readonly vectors?: Float32Array;
+}
+
+export function chunkAndEmbed({ blocks, embed }: ChunkInput): ChunkOutput {
+  const chunks = chunkBlocks(blocks);
+  if (!embed) return { chunks };
+  const vectors = embedLocalMany(chunks.map((chunk) => chunk.content));
+  return withTransfer({ chunks, vectors }, [vectors.buffer as ArrayBuffer]);
+}
+
+export function embedTexts({ texts }: { texts: string[] }): Float32Array {
+  return embedLocalMany(texts);
 }
