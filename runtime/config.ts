@@ -163,7 +163,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     outboundAllowHosts: overrides.outboundAllowHosts ?? (text(env, 'OUTBOUND_ALLOW_HOSTS') ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
     embeddings: overrides.embeddings ?? embeddingsConfig(env),
     ingestionConcurrency: overrides.ingestionConcurrency ?? integer(env, 'INGESTION_CONCURRENCY', 1, 64, 2),
-    ingestionLeaseMs: overrides.ingestionLeaseMs ?? 120_000,
+    ingestionLeaseMs: overrides.ingestionLeaseMs ?? integer(env, 'INGESTION_LEASE_MS', 500, 3_600_000, 120_000),
     embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},
   };
 }

@@ -16,6 +16,11 @@ import { createCatalogService } from './catalog/service.js';
 import { createAssistantService } from './assistants/service.js';
 import { createPhoneNumberService } from './phoneNumbers/service.js';
 import { createWorkerPool, type WorkerPool } from './workers.js';
+import { createCrawler } from './knowledge/crawler.js';
+import { createLocalEmbedder, createOpenAiEmbedder, type Embedder } from './knowledge/embedder.js';
+import { createIngestion } from './knowledge/ingestion.js';
+import { createOutboundFetch, type OutboundFetch } from './net/outbound.js';
+import { createSearchIndex } from './search/index.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -23,6 +28,8 @@ import { createWorkerPool, type WorkerPool } from './workers.js';
  */
 export interface Runtime {
   readonly pool: DatabasePool;
+  /** Fetches user-supplied URLs through the outbound guard. */
+  readonly outbound: OutboundFetch;
   readonly services: Services;
   /** True when the database answers within a second. */
   isHealthy(): Promise<boolean>;
@@ -64,22 +71,48 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
   }
   const db = pool;
   const workers: WorkerPool = createWorkerPool(config.workerPoolSize);
+  const outbound = createOutboundFetch({ allowPrivate: config.outboundAllowPrivate, allowHosts: new Set(config.outboundAllowHosts) });
+  const embedder: Embedder = config.embeddings ? createOpenAiEmbedder(config.embeddings) : createLocalEmbedder(workers);
+  const index = createSearchIndex(config, db, embedder);
+  try {
+    await index.prepare();
+  } catch (error) {
+    await workers.close();
+    await db.end();
+    await embedded?.stop();
+    throw error;
+  }
+  const ingestion = createIngestion({
+    pool: db,
+    workers,
+    embedder,
+    index,
+    crawler: createCrawler({ fetch: outbound, workers }),
+    dataDir: config.dataDir,
+    logger: logger.child({ component: 'ingestion' }),
+    concurrency: config.ingestionConcurrency,
+    leaseMs: config.ingestionLeaseMs,
+  });
 
   const catalog = createCatalogService({ pool: db });
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
     apiKeys: createApiKeyService({ pool: db, logger }),
     admin: createAdminService({ pool: db, logger }),
-    knowledge: createKnowledgeService({ pool: db, workers, dataDir: config.dataDir, logger }),
+    knowledge: createKnowledgeService({ pool: db, workers, index, embedder, dataDir: config.dataDir, logger, onEnqueued: () => ingestion.wake() }),
     tools: createToolService({ pool: db, logger }),
     catalog,
     assistants: createAssistantService({ pool: db, catalog, logger }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
   };
 
+  ingestion.start();
+  logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
+
   return {
     pool: db,
     services,
+    outbound,
     async isHealthy() {
       const probe = db.oneFirst(sql.type(z.object({ ok: z.number() }))`SELECT 1 AS ok`).then(
         () => true,
@@ -89,6 +122,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
       return Promise.race([probe, timeout]);
     },
     async stop() {
+      await ingestion.stop();
       await workers.close();
       await db.end();
       await embedded?.stop();

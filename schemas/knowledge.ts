@@ -44,3 +44,12 @@ export const updateDocumentSchema = compileSchema<UpdateDocumentInput>({
   name: text({ max: 255, optional: true }),
   description: text({ max: 255, optional: true, nullable: true }),
 });
+
+export interface SearchInput {
+  query: string;
+  limit?: number;
+}
+export const searchSchema = compileSchema<SearchInput>({
+  query: text({ max: 1000, description: 'A question or keywords' }),
+  limit: integer({ optional: true, min: 1, max: 20, description: 'Passages returned; default 5' }),
+});

@@ -52,7 +52,7 @@ function tail(text: string, overlap: number): string {
 /**
  * Splits blocks into overlapping chunks of about `size` characters, never inside a word. Each chunk
  * starts with the heading in force when it was cut (unless it already does), so a passage keeps
- * its context; a new heading or a new web page starts a new chunk.
+ * its context; a new heading, a new PDF page or a new web page starts a new chunk.
  */
 export function chunkBlocks(blocks: readonly Block[], options: ChunkOptions = {}): Chunk[] {
   const size = options.size ?? 800;
@@ -62,6 +62,7 @@ export function chunkBlocks(blocks: readonly Block[], options: ChunkOptions = {}
   let buffer = '';
   let bufferSource: string | null = null;
   let url: string | undefined;
+  let page: number | undefined;
 
   const emit = (): void => {
     const passage = buffer.trim();
@@ -82,7 +83,12 @@ export function chunkBlocks(blocks: readonly Block[], options: ChunkOptions = {}
       restart();
       heading = '';
       url = block.url;
+    } else if (block.page !== page) {
+      // A new PDF page starts a new chunk (the heading carries on), so a passage's page is exact.
+      emit();
+      restart();
     }
+    page = block.page;
     if (block.kind === 'heading') {
       emit();
       restart();

@@ -4,6 +4,7 @@ import {
   MAX_UPLOAD_BYTES,
   createDocumentSchema,
   createKnowledgebaseSchema,
+  searchSchema,
   updateDocumentSchema,
   updateKnowledgebaseSchema,
 } from '../../schemas/knowledge.js';
@@ -179,6 +180,22 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
         const id = idParam(req, 'documentId', 'document_not_found');
         await knowledge.deleteDocument(userId(req), knowledgebaseId, id);
         return json(200, { message: 'Document deleted successfully.' });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/user/knowledgebases/:id/search',
+      auth: 'user',
+      family: 'error',
+      tag,
+      summary: 'The passages that best answer a query (full-text and vector rankings fused)',
+      requestSchema: searchSchema.schema,
+      async handler(req) {
+        const id = idParam(req, 'id', 'knowledgebase_not_found');
+        const owner = userId(req);
+        await knowledge.getKnowledgebase(owner, id);
+        const { query, limit } = searchSchema(req.body);
+        return json(200, { data: await knowledge.search(owner, id, query, limit ?? 5) });
       },
     },
   ];

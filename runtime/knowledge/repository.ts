@@ -59,9 +59,15 @@ export async function deleteKnowledgebase(db: CommonQueryMethods, userId: number
 
 /**
  * Recomputes a knowledgebase's status from its documents: any processing -> processing; else any
- * active -> active; else any failed -> failed; none -> empty.
+ * active -> active; else any failed -> failed; none -> empty. Run inside the transaction that
+ * changed the documents.
  */
 export async function refreshKnowledgebaseStatus(db: CommonQueryMethods, id: number): Promise<void> {
+  // Lock first, compute in a later statement: under READ COMMITTED that statement's snapshot then
+  // includes every transaction that changed a document of this knowledgebase before us, so two
+  // documents settling at once cannot both compute from a stale view. NO KEY UPDATE does not
+  // conflict with the key-share lock that inserting a document takes on its knowledgebase.
+  await db.query(sql.unsafe`SELECT 1 FROM knowledgebases WHERE id = ${id} FOR NO KEY UPDATE`);
   await db.query(sql.unsafe`
     UPDATE knowledgebases k SET status = (
       SELECT CASE
@@ -130,4 +136,18 @@ export async function updateDocument(
 export async function deleteDocument(db: CommonQueryMethods, userId: number, id: number): Promise<boolean> {
   const result = await db.query(sql.unsafe`DELETE FROM documents WHERE id = ${id} AND user_id = ${userId}`);
   return result.rowCount > 0;
+}
+
+/** ISO 639-1 of the first assistant using the knowledgebase, which decides text analysis. */
+export async function knowledgebaseLanguage(db: CommonQueryMethods, knowledgebaseId: number): Promise<string | null> {
+  return db.maybeOneFirst(sql.type(z.object({ iso_2: z.string() }))`
+    SELECT l.iso_2 FROM assistants a JOIN languages l ON l.id = a.language_id
+    WHERE a.knowledgebase_id = ${knowledgebaseId} ORDER BY a.id LIMIT 1`);
+}
+
+export async function documentNames(db: CommonQueryMethods, userId: number, ids: readonly number[]): Promise<Map<number, string>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db.any(sql.type(z.object({ id: z.number(), name: z.string() }))`
+    SELECT id, name FROM documents WHERE user_id = ${userId} AND id = ANY(${sql.array([...ids], 'int8')})`);
+  return new Map(rows.map((row) => [row.id, row.name]));
 }

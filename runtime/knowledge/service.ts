@@ -1,12 +1,16 @@
 import type { DatabasePool } from 'slonik';
 import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { SearchIndex } from '../search/types.js';
 import type { WorkerPool } from '../workers.js';
+import type { Embedder } from './embedder.js';
 import {
   deleteDocument,
   deleteKnowledgebase,
+  documentNames,
   findDocument,
   findKnowledgebase,
+  knowledgebaseLanguage,
   insertDocumentWithJob,
   insertKnowledgebase,
   listDocuments,
@@ -74,11 +78,24 @@ export type NewDocument =
 export interface KnowledgeServiceDeps {
   readonly pool: DatabasePool;
   readonly workers: WorkerPool;
+  readonly index: SearchIndex;
+  readonly embedder: Embedder;
   readonly dataDir: string;
   readonly logger: Logger;
+  /** Called after a document job is enqueued, so ingestion starts without waiting for a poll. */
+  readonly onEnqueued?: () => void;
 }
 
-export function createKnowledgeService({ pool, workers, dataDir, logger }: KnowledgeServiceDeps) {
+export interface Passage {
+  document_id: number;
+  document_name: string;
+  content: string;
+  score: number;
+  /** `page N` or the page URL the passage comes from; null for plain files. */
+  source: string | null;
+}
+
+export function createKnowledgeService({ pool, workers, index, embedder, dataDir, logger, onEnqueued }: KnowledgeServiceDeps) {
   async function ownedKnowledgebase(userId: number, id: number): Promise<KnowledgebaseRow> {
     const row = await findKnowledgebase(pool, userId, id);
     if (!row) throw new PlatformError('knowledgebase_not_found');
@@ -110,6 +127,7 @@ export function createKnowledgeService({ pool, workers, dataDir, logger }: Knowl
     async deleteKnowledgebase(userId: number, id: number): Promise<void> {
       const paths = await pool.transaction((tx) => deleteKnowledgebase(tx, userId, id));
       if (!paths) throw new PlatformError('knowledgebase_not_found');
+      await index.deleteKnowledgebase(userId, id);
       await Promise.all(paths.map((path) => removeUpload(dataDir, path)));
       logger.info({ userId, knowledgebaseId: id, documents: paths.length }, 'knowledgebase deleted');
     },
@@ -140,6 +158,7 @@ export function createKnowledgeService({ pool, workers, dataDir, logger }: Knowl
           return created;
         });
         logger.info({ userId, knowledgebaseId, documentId: row.id, type: row.type }, 'document queued for ingestion');
+        onEnqueued?.();
         return documentView(row);
       } catch (error) {
         if (storedPath) await removeUpload(dataDir, storedPath).catch(() => undefined);
@@ -177,9 +196,32 @@ export function createKnowledgeService({ pool, workers, dataDir, logger }: Knowl
         await deleteDocument(tx, userId, id);
         await refreshKnowledgebaseStatus(tx, knowledgebaseId);
       });
+      await index.deleteDocument(userId, id);
       const path = row.source.path;
       if (typeof path === 'string') await removeUpload(dataDir, path);
       logger.info({ userId, knowledgebaseId, documentId: id }, 'document deleted');
+    },
+
+    /**
+     * The passages of a knowledgebase that best answer `query`: full-text and vector rankings
+     * fused. What assistants call mid-conversation, and the search operation.
+     */
+    async search(userId: number, knowledgebaseId: number, query: string, limit = 5): Promise<Passage[]> {
+      await ownedKnowledgebase(userId, knowledgebaseId);
+      const [language, [embedding]] = await Promise.all([knowledgebaseLanguage(pool, knowledgebaseId), embedder.embed([query])]);
+      const hits = await index.search({
+        userId,
+        knowledgebaseId,
+        text: query,
+        embedding: embedding!,
+        embeddingModel: embedder.model,
+        language: language ?? undefined,
+        limit,
+      });
+      const names = await documentNames(pool, userId, [...new Set(hits.map((hit) => hit.documentId))]);
+      return hits
+        .filter((hit) => names.has(hit.documentId))
+        .map((hit) => ({ document_id: hit.documentId, document_name: names.get(hit.documentId)!, content: hit.content, score: hit.score, source: hit.source }));
     },
   };
 }

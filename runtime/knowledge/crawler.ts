@@ -1,0 +1,184 @@
+import type { Block } from '../../workers/text.js';
+import { OutboundError, type OutboundFetch } from '../net/outbound.js';
+import type { WorkerPool } from '../workers.js';
+
+/**
+ * Website ingestion. Pages are fetched on the main thread through the outbound guard (10 s and
+ * 5 MB per page, at most 5 redirects, only text/html and text/plain) and parsed in the worker
+ * pool. `url` crawls breadth-first over same-site links; `links` fetches exactly those pages.
+ * robots.txt `Disallow` rules for our agent (or `*`) are honoured.
+ */
+
+export const USER_AGENT = 'AssistantPlatformBot/1.0 (+knowledge ingestion)';
+const PAGE_TIMEOUT_MS = 10_000;
+const PAGE_MAX_BYTES = 5 * 1024 * 1024;
+/** Links to these are not pages; they are not followed (nor counted against the link limit). */
+const NOT_PAGES = /\.(?:png|jpe?g|gif|webp|svg|ico|bmp|tiff?|pdf|zip|gz|tgz|rar|7z|exe|dmg|msi|mp3|mp4|m4a|wav|ogg|webm|mov|avi|css|js|mjs|json|xml|woff2?|ttf|eot)$/i;
+
+/** A failure that no retry will fix (robots, 404, not HTML): the document fails with this message. */
+export class CrawlError extends Error {
+  override readonly name = 'CrawlError';
+}
+
+interface RobotsRules {
+  readonly allow: string[];
+  readonly disallow: string[];
+}
+
+/** Rules of the group for `*` (or our agent's token), per RFC 9309; longest match wins, allow on ties. */
+export function parseRobots(text: string, agentToken = 'assistantplatformbot'): RobotsRules {
+  const groups: Array<{ agents: string[]; allow: string[]; disallow: string[] }> = [];
+  let current: (typeof groups)[number] | undefined;
+  let lastWasAgent = false;
+  for (const rawLine of text.split(/\r?\n/)) {
+    const line = rawLine.replace(/#.*$/, '').trim();
+    const match = /^([A-Za-z-]+)\s*:\s*(.*)$/.exec(line);
+    if (!match) continue;
+    const field = match[1]!.toLowerCase();
+    const value = match[2]!.trim();
+    if (field === 'user-agent') {
+      if (!current || !lastWasAgent) groups.push((current = { agents: [], allow: [], disallow: [] }));
+      current.agents.push(value.toLowerCase());
+      lastWasAgent = true;
+      continue;
+    }
+    lastWasAgent = false;
+    if (!current) continue;
+    if (field === 'allow' && value) current.allow.push(value);
+    if (field === 'disallow' && value) current.disallow.push(value);
+  }
+  const ours = groups.filter((g) => g.agents.some((a) => a !== '*' && agentToken.includes(a)));
+  const chosen = ours.length > 0 ? ours : groups.filter((g) => g.agents.includes('*'));
+  return { allow: chosen.flatMap((g) => g.allow), disallow: chosen.flatMap((g) => g.disallow) };
+}
+
+function patternMatches(pattern: string, path: string): boolean {
+  const anchored = pattern.endsWith('$');
+  const body = (anchored ? pattern.slice(0, -1) : pattern).split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*');
+  return new RegExp(`^${body}${anchored ? '$' : ''}`).test(path);
+}
+
+export function robotsAllows(rules: RobotsRules, path: string): boolean {
+  const longest = (patterns: string[]) => Math.max(-1, ...patterns.filter((p) => patternMatches(p, path)).map((p) => p.length));
+  return longest(rules.allow) >= longest(rules.disallow);
+}
+
+export interface CrawlInput {
+  readonly url?: string;
+  readonly links?: readonly string[];
+  /** Same-site links followed from `url`. */
+  readonly relativeLinksLimit?: number;
+}
+
+export interface CrawlResult {
+  readonly blocks: Block[];
+  /** Pages whose text was taken. */
+  readonly pages: string[];
+}
+
+export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool }) {
+  const robotsCache = new Map<string, Promise<RobotsRules>>();
+
+  function robotsFor(origin: string): Promise<RobotsRules> {
+    let rules = robotsCache.get(origin);
+    if (!rules) {
+      rules = deps
+        .fetch(`${origin}/robots.txt`, { timeoutMs: 5_000, maxBytes: 512 * 1024, headers: { 'user-agent': USER_AGENT } })
+        .then((response) => (response.status >= 200 && response.status < 300 ? parseRobots(response.body.toString('utf8')) : { allow: [], disallow: [] }))
+        .catch(() => ({ allow: [], disallow: [] }));
+      robotsCache.set(origin, rules);
+    }
+    return rules;
+  }
+
+  /** One page: its blocks and links, or a CrawlError saying why there are none. */
+  async function page(url: string): Promise<{ blocks: Block[]; links: string[] }> {
+    const target = new URL(url);
+    const rules = await robotsFor(target.origin);
+    if (!robotsAllows(rules, target.pathname + target.search)) throw new CrawlError(`robots.txt of ${target.host} does not allow ${url}`);
+    let response;
+    try {
+      response = await deps.fetch(url, {
+        timeoutMs: PAGE_TIMEOUT_MS,
+        maxBytes: PAGE_MAX_BYTES,
+        refuseOversize: true,
+        headers: { 'user-agent': USER_AGENT, accept: 'text/html,text/plain;q=0.9' },
+      });
+    } catch (error) {
+      if (error instanceof OutboundError && !error.retryable) throw new CrawlError(error.message);
+      throw error;
+    }
+    if (response.status < 200 || response.status >= 300) {
+      if (response.status >= 500 || response.status === 429) throw new OutboundError(`${url} answered HTTP ${response.status}`, true);
+      throw new CrawlError(`${url} answered HTTP ${response.status}`);
+    }
+    const type = (response.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    const finalUrl = response.url;
+    if (type === 'text/plain') {
+      const text = response.body.toString('utf8');
+      return { blocks: text.split(/\n\s*\n/).filter((p) => p.trim()).map((p) => ({ kind: 'paragraph', text: p, url: finalUrl })), links: [] };
+    }
+    if (type !== 'text/html' && type !== 'application/xhtml+xml') throw new CrawlError(`${url} is ${type || 'of an unknown type'}, not an HTML or text page`);
+    const html = await deps.workers.extractHtml({ html: response.body.toString('utf8'), url: finalUrl });
+    return { blocks: html.blocks, links: html.links };
+  }
+
+  return {
+    /**
+     * @throws CrawlError when the start page (or every listed link) cannot be used;
+     *   OutboundError (retryable) on network trouble with the start page.
+     */
+    async crawl(input: CrawlInput): Promise<CrawlResult> {
+      const blocks: Block[] = [];
+      const pages: string[] = [];
+      if (input.links) {
+        const failures: string[] = [];
+        for (const link of input.links) {
+          try {
+            const result = await page(link);
+            blocks.push(...result.blocks);
+            pages.push(link);
+          } catch (error) {
+            if (!(error instanceof CrawlError)) throw error;
+            failures.push(error.message);
+          }
+        }
+        if (pages.length === 0) throw new CrawlError(failures.join('; ') || 'No page could be fetched.');
+        return { blocks, pages };
+      }
+
+      const start = new URL(input.url!);
+      start.hash = '';
+      const limit = input.relativeLinksLimit ?? 10;
+      const seen = new Set<string>([start.href]);
+      const queue: string[] = [start.href];
+      let followed = 0;
+      while (queue.length > 0) {
+        const url = queue.shift()!;
+        const isStart = url === start.href;
+        let result;
+        try {
+          result = await page(url);
+        } catch (error) {
+          if (isStart || !(error instanceof CrawlError || error instanceof OutboundError)) throw error;
+          continue;
+        }
+        blocks.push(...result.blocks);
+        pages.push(url);
+        const rules = await robotsFor(start.origin);
+        for (const link of result.links) {
+          if (followed >= limit) break;
+          const next = new URL(link);
+          if (next.hostname.toLowerCase() !== start.hostname.toLowerCase() || seen.has(next.href)) continue;
+          seen.add(next.href);
+          if (NOT_PAGES.test(next.pathname) || (next.origin === start.origin && !robotsAllows(rules, next.pathname + next.search))) continue;
+          queue.push(next.href);
+          followed++;
+        }
+      }
+      return { blocks, pages };
+    },
+  };
+}
+
+export type Crawler = ReturnType<typeof createCrawler>;

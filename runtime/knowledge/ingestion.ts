@@ -1,0 +1,176 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { DatabasePool } from 'slonik';
+import type { Block } from '../../workers/text.js';
+import type { Logger } from '../logger.js';
+import { OutboundError } from '../net/outbound.js';
+import type { IndexedChunk, SearchIndex } from '../search/types.js';
+import type { WorkerPool } from '../workers.js';
+import { CrawlError, type Crawler } from './crawler.js';
+import { EmbeddingError, type Embedder } from './embedder.js';
+import { claimJob, completeJob, failJob, renewLease, retryJob, type ClaimedJob } from './jobs.js';
+
+/**
+ * The ingestion worker: claims document jobs, extracts text (worker pool), chunks and embeds it,
+ * writes it to the search index, and settles the document as `active` or `failed`. Failures a
+ * retry cannot fix (corrupt files, robots.txt, 404s) fail at once with a message for the user;
+ * others (network, embedding service, a crashed worker) are retried with backoff.
+ */
+
+export interface IngestionOptions {
+  readonly pool: DatabasePool;
+  readonly workers: WorkerPool;
+  readonly embedder: Embedder;
+  readonly index: SearchIndex;
+  readonly crawler: Crawler;
+  readonly dataDir: string;
+  readonly logger: Logger;
+  /** Jobs processed at once. */
+  readonly concurrency: number;
+  /** Lease of a claimed job; renewed every third of it while the job runs. */
+  readonly leaseMs: number;
+  /** How often idle runners look for due jobs. @defaultValue 1 000 ms */
+  readonly pollMs?: number;
+  /** Attempts before a transiently failing job is given up. @defaultValue 3 */
+  readonly maxAttempts?: number;
+  /** First retry delay; each further one is 4 times longer. @defaultValue 5 000 ms */
+  readonly backoffMs?: number;
+}
+
+class PermanentFailure extends Error {
+  override readonly name = 'PermanentFailure';
+}
+
+export function createIngestion(options: IngestionOptions) {
+  const { pool, workers, embedder, index, crawler, logger } = options;
+  const pollMs = options.pollMs ?? 1000;
+  const maxAttempts = options.maxAttempts ?? 3;
+  const backoffMs = options.backoffMs ?? 5000;
+  let running = false;
+  let timer: NodeJS.Timeout | undefined;
+  const active = new Set<Promise<void>>();
+
+  async function blocksOf(job: ClaimedJob): Promise<Block[]> {
+    if (job.type === 'website') {
+      const links = Array.isArray(job.source.links) ? (job.source.links as string[]) : undefined;
+      const result = await crawler.crawl({
+        url: typeof job.source.url === 'string' ? job.source.url : undefined,
+        links,
+        relativeLinksLimit: typeof job.source.relative_links_limit === 'number' ? job.source.relative_links_limit : 10,
+      });
+      return result.blocks;
+    }
+    const path = job.source.path;
+    if (typeof path !== 'string') throw new PermanentFailure('The uploaded file is missing.');
+    const bytes = await readFile(join(options.dataDir, path)).catch(() => {
+      throw new PermanentFailure('The uploaded file is missing.');
+    });
+    const extracted = await workers.extractFile({ type: job.type, bytes });
+    if ('error' in extracted) throw new PermanentFailure(extracted.error);
+    return extracted.blocks;
+  }
+
+  async function process(job: ClaimedJob): Promise<void> {
+    const blocks = await blocksOf(job);
+    const { chunks, vectors } = await workers.chunkAndEmbed({ blocks, embed: embedder.local });
+    if (chunks.length === 0) throw new PermanentFailure('No text could be extracted from this document.');
+    let embeddings: Float32Array[];
+    if (vectors) {
+      const dimensions = vectors.length / chunks.length;
+      embeddings = chunks.map((_, i) => vectors.slice(i * dimensions, (i + 1) * dimensions));
+    } else {
+      embeddings = await embedder.embed(chunks.map((chunk) => chunk.content));
+    }
+    const indexed: IndexedChunk[] = chunks.map((chunk, i) => ({ index: i, content: chunk.content, source: chunk.source, embedding: embeddings[i]! }));
+    await index.replaceDocument(
+      { userId: job.user_id, knowledgebaseId: job.knowledgebase_id, documentId: job.document_id, language: job.language ?? undefined, embeddingModel: embedder.model },
+      indexed,
+    );
+    await pool.transaction((tx) => completeJob(tx, job));
+    logger.info({ documentId: job.document_id, chunks: chunks.length, attempt: job.attempts }, 'document ingested');
+  }
+
+  function isPermanent(error: unknown): boolean {
+    if (error instanceof PermanentFailure || error instanceof CrawlError) return true;
+    if (error instanceof OutboundError || error instanceof EmbeddingError) return !error.retryable;
+    return false;
+  }
+
+  function userMessage(error: unknown): string {
+    if (error instanceof PermanentFailure || error instanceof CrawlError || error instanceof OutboundError || error instanceof EmbeddingError) return error.message;
+    return 'The document could not be processed.';
+  }
+
+  async function runJob(job: ClaimedJob): Promise<void> {
+    const renew = setInterval(() => {
+      renewLease(pool, job.id, options.leaseMs).catch((error: unknown) => logger.warn({ err: error, jobId: job.id }, 'could not renew job lease'));
+    }, Math.max(50, Math.floor(options.leaseMs / 3)));
+    try {
+      await process(job);
+    } catch (error) {
+      const message = userMessage(error);
+      try {
+        if (isPermanent(error) || job.attempts >= maxAttempts) {
+          await pool.transaction((tx) => failJob(tx, job, message));
+          logger.info({ documentId: job.document_id, attempt: job.attempts, reason: message }, 'document failed');
+        } else {
+          await retryJob(pool, job, message, backoffMs * 4 ** (job.attempts - 1));
+          logger.warn({ err: error, documentId: job.document_id, attempt: job.attempts }, 'document ingestion will be retried');
+        }
+      } catch (settleError) {
+        // The document may have been deleted meanwhile; the lease expiry covers anything else.
+        logger.warn({ err: settleError, documentId: job.document_id }, 'could not record the ingestion outcome');
+      }
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
+  /** Claims and runs jobs until none is due or every slot is busy. */
+  async function drain(): Promise<void> {
+    while (running && active.size < options.concurrency) {
+      let job: ClaimedJob | null;
+      try {
+        job = await claimJob(pool, options.leaseMs);
+      } catch (error) {
+        if (running) logger.warn({ err: error }, 'could not claim a document job');
+        return;
+      }
+      if (!job) return;
+      const work = runJob(job).finally(() => {
+        active.delete(work);
+        if (running) void drain();
+      });
+      active.add(work);
+    }
+  }
+
+  function schedule(): void {
+    if (!running) return;
+    timer = setTimeout(() => {
+      void drain().finally(schedule);
+    }, pollMs);
+    timer.unref();
+  }
+
+  return {
+    start(): void {
+      if (running) return;
+      running = true;
+      void drain();
+      schedule();
+    },
+    /** A job was just enqueued: look now instead of at the next poll. */
+    wake(): void {
+      if (running) void drain();
+    },
+    /** Stops claiming and waits for the jobs in hand. */
+    async stop(): Promise<void> {
+      running = false;
+      if (timer) clearTimeout(timer);
+      await Promise.allSettled([...active]);
+    },
+  };
+}
+
+export type Ingestion = ReturnType<typeof createIngestion>;

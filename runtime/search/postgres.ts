@@ -1,0 +1,88 @@
+import { sql, type DatabasePool } from 'slonik';
+import { z } from 'zod';
+import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type IndexedChunk, type IndexedDocument, type SearchHit, type SearchIndex, type SearchRequest } from './types.js';
+
+/**
+ * Search on PostgreSQL: chunks with a language-aware tsvector (GIN index) and the embedding as
+ * real[]. A query is ranked twice, by `ts_rank_cd` over an OR of the query's lexemes and by
+ * cosine (dot product of normalised vectors) within the knowledgebase, and the two rankings are
+ * fused by reciprocal rank.
+ */
+
+/** PostgreSQL ships these text-search configurations; others fall back to `simple`. */
+const PG_CONFIGS = new Set(['english', 'german', 'french', 'spanish', 'italian', 'portuguese', 'dutch', 'finnish', 'danish', 'swedish', 'norwegian', 'russian', 'turkish', 'greek', 'romanian', 'arabic', 'hindi']);
+
+export function textSearchConfig(language: string | undefined): string {
+  const name = language ? LANGUAGE_ANALYZERS[language] : undefined;
+  return name && PG_CONFIGS.has(name) ? name : 'simple';
+}
+
+const hitRow = z.object({ document_id: z.number(), content: z.string(), source: z.string().nullable(), score: z.number() });
+
+export function createPostgresSearchIndex(pool: DatabasePool): SearchIndex {
+  return {
+    name: 'postgres',
+    async prepare() {
+      // The table and its indexes are created by migrations.
+    },
+
+    async replaceDocument(document: IndexedDocument, chunks: readonly IndexedChunk[]) {
+      const config = textSearchConfig(document.language);
+      await pool.transaction(async (tx) => {
+        await tx.query(sql.unsafe`DELETE FROM document_chunks WHERE document_id = ${document.documentId} AND user_id = ${document.userId}`);
+        if (chunks.length === 0) return;
+        await tx.query(sql.unsafe`
+          INSERT INTO document_chunks (document_id, knowledgebase_id, user_id, chunk_index, content, source, ts_config, tsv, embedding, embedding_model)
+          SELECT ${document.documentId}, ${document.knowledgebaseId}, ${document.userId}, c.chunk_index, c.content, c.source,
+                 ${config}::regconfig, to_tsvector(${config}::regconfig, c.content), v.embedding, ${document.embeddingModel}
+          FROM jsonb_to_recordset(${sql.jsonb(
+            chunks.map((chunk) => ({ chunk_index: chunk.index, content: chunk.content, source: chunk.source, embedding: Array.from(chunk.embedding) })) as never,
+          )}) AS c (chunk_index int, content text, source text, embedding jsonb)
+          CROSS JOIN LATERAL (SELECT array_agg(e::real ORDER BY n) AS embedding FROM jsonb_array_elements_text(c.embedding) WITH ORDINALITY AS x (e, n)) AS v`);
+      });
+    },
+
+    async deleteDocument(userId, documentId) {
+      await pool.query(sql.unsafe`DELETE FROM document_chunks WHERE document_id = ${documentId} AND user_id = ${userId}`);
+    },
+
+    async deleteKnowledgebase(userId, knowledgebaseId) {
+      await pool.query(sql.unsafe`DELETE FROM document_chunks WHERE knowledgebase_id = ${knowledgebaseId} AND user_id = ${userId}`);
+    },
+
+    async search(request: SearchRequest): Promise<SearchHit[]> {
+      const config = textSearchConfig(request.language);
+      const rows = await pool.any(sql.type(hitRow)`
+        WITH query AS (
+          SELECT to_tsquery(${config}::regconfig, coalesce(nullif(array_to_string(ARRAY(
+            SELECT quote_literal(lexeme) FROM unnest(tsvector_to_array(to_tsvector(${config}::regconfig, ${request.text}))) AS lexeme
+          ), ' | '), ''), '''''')) AS q
+        ),
+        text_ranked AS (
+          SELECT c.id, row_number() OVER (ORDER BY ts_rank_cd(c.tsv, query.q) DESC, c.id) AS rank
+          FROM document_chunks c, query
+          WHERE c.knowledgebase_id = ${request.knowledgebaseId} AND c.user_id = ${request.userId} AND c.tsv @@ query.q
+          ORDER BY rank LIMIT ${RRF_WINDOW}
+        ),
+        vector_scored AS (
+          SELECT c.id, (SELECT sum(a * b) FROM unnest(c.embedding, ${sql.array(Array.from(request.embedding), 'float4')}::real[]) AS t (a, b)) AS similarity
+          FROM document_chunks c
+          WHERE c.knowledgebase_id = ${request.knowledgebaseId} AND c.user_id = ${request.userId} AND c.embedding_model = ${request.embeddingModel}
+        ),
+        vector_ranked AS (
+          SELECT id, row_number() OVER (ORDER BY similarity DESC, id) AS rank FROM vector_scored
+          WHERE similarity > 0 ORDER BY rank LIMIT ${RRF_WINDOW}
+        ),
+        fused AS (
+          SELECT id, sum(1.0 / (${RRF_K} + rank)) AS score
+          FROM (SELECT id, rank FROM text_ranked UNION ALL SELECT id, rank FROM vector_ranked) AS ranks
+          GROUP BY id
+        )
+        SELECT c.document_id, c.content, c.source, f.score::float8 AS score
+        FROM fused f JOIN document_chunks c ON c.id = f.id
+        ORDER BY f.score DESC, c.id
+        LIMIT ${request.limit}`);
+      return rows.map((row) => ({ documentId: row.document_id, content: row.content, source: row.source, score: row.score }));
+    },
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * The search index behind knowledge retrieval (and, later, call transcripts). Two implementations
+ * pass one contract suite: PostgreSQL (the default) and Elasticsearch.
+ */
+
+export interface IndexedChunk {
+  readonly index: number;
+  readonly content: string;
+  /** `page 3`, a URL, or null. */
+  readonly source: string | null;
+  /** L2-normalised. */
+  readonly embedding: Float32Array;
+}
+
+export interface IndexedDocument {
+  readonly userId: number;
+  readonly knowledgebaseId: number;
+  readonly documentId: number;
+  /** ISO 639-1 of the knowledgebase's language, or undefined for language-neutral analysis. */
+  readonly language: string | undefined;
+  /** Vectors of different models are never compared. */
+  readonly embeddingModel: string;
+}
+
+export interface SearchRequest {
+  readonly userId: number;
+  readonly knowledgebaseId: number;
+  readonly text: string;
+  readonly embedding: Float32Array;
+  readonly embeddingModel: string;
+  readonly language: string | undefined;
+  readonly limit: number;
+}
+
+export interface SearchHit {
+  readonly documentId: number;
+  readonly content: string;
+  readonly source: string | null;
+  /** Reciprocal-rank-fusion score of the text and vector rankings; higher is better. */
+  readonly score: number;
+}
+
+export interface SearchIndex {
+  readonly name: 'postgres' | 'elasticsearch';
+  /** Creates what the index needs (templates, mappings); safe to call at every start. */
+  prepare(): Promise<void>;
+  /** Replaces every chunk of the document. */
+  replaceDocument(document: IndexedDocument, chunks: readonly IndexedChunk[]): Promise<void>;
+  deleteDocument(userId: number, documentId: number): Promise<void>;
+  deleteKnowledgebase(userId: number, knowledgebaseId: number): Promise<void>;
+  search(request: SearchRequest): Promise<SearchHit[]>;
+}
+
+/** Text-search configuration (PostgreSQL) / analyzer (Elasticsearch) per ISO 639-1 language. */
+export const LANGUAGE_ANALYZERS: Readonly<Record<string, string>> = {
+  en: 'english',
+  de: 'german',
+  fr: 'french',
+  es: 'spanish',
+  it: 'italian',
+  pt: 'portuguese',
+  nl: 'dutch',
+  fi: 'finnish',
+  da: 'danish',
+  sv: 'swedish',
+  no: 'norwegian',
+  ru: 'russian',
+  tr: 'turkish',
+  el: 'greek',
+  ro: 'romanian',
+  ar: 'arabic',
+  hi: 'hindi',
+};
+
+/** Ranks fused by reciprocal rank (k = 60), as both engines do. */
+export const RRF_K = 60;
+/** Candidates taken from each ranking before fusion. */
+export const RRF_WINDOW = 50;

@@ -1,0 +1,43 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Test } from 'tap';
+
+/**
+ * A small website on an ephemeral loopback port for crawling tests. Each route is a function
+ * returning status, content type and body; every request is recorded.
+ */
+export type Page = { status?: number; type?: string; body?: string | Buffer; headers?: Record<string, string>; delayMs?: number };
+
+export interface TestSite {
+  readonly origin: string;
+  readonly requests: string[];
+  route(path: string, page: Page | ((req: IncomingMessage) => Page)): void;
+}
+
+export async function startSite(t: Test): Promise<TestSite> {
+  const routes = new Map<string, Page | ((req: IncomingMessage) => Page)>();
+  const requests: string[] = [];
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    requests.push(req.url ?? '');
+    const entry = routes.get((req.url ?? '').split('?')[0]!);
+    const page = typeof entry === 'function' ? entry(req) : entry ?? { status: 404, type: 'text/plain', body: 'not found' };
+    const send = () => {
+      res.writeHead(page.status ?? 200, { 'content-type': page.type ?? 'text/html; charset=utf-8', ...page.headers });
+      res.end(page.body ?? '');
+    };
+    if (page.delayMs) setTimeout(send, page.delayMs).unref();
+    else send();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  server.unref();
+  return {
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    route(path, page) {
+      routes.set(path, page);
+    },
+  };
+}
+
+export const html = (title: string, body: string) => `<!doctype html><html><head><title>${title}</title><style>p{}</style></head><body>${body}</body></html>`;
