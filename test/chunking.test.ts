@@ -1,0 +1,64 @@
+/**
+ * Chunking and robots.txt (pure parts of ingestion):
+ * 1. chunks are about 800 characters with about 15% overlap and never cut a word.
+ * 2. the heading in force starts every chunk; a new heading, PDF page or web page starts a new chunk.
+ * 3. robots.txt groups, longest-match precedence, wildcards and `$`.
+ */
+import t from 'tap';
+import { parseRobots, robotsAllows } from '../runtime/knowledge/crawler.js';
+import { chunkBlocks } from '../workers/text.js';
+
+const words = (n: number, prefix = 'word') => Array.from({ length: n }, (_, i) => `${prefix}${i}`).join(' ');
+
+t.test('sizes, overlap and word boundaries', async (t) => {
+  const text = words(400);
+  const chunks = chunkBlocks([{ kind: 'paragraph', text }]);
+  t.ok(chunks.length >= 4);
+  const vocabulary = new Set(text.split(' '));
+  for (const chunk of chunks) {
+    t.ok(chunk.content.length <= 800, `length ${chunk.content.length}`);
+    t.ok(chunk.content.split(/\s+/).every((word) => vocabulary.has(word)), 'only whole words');
+  }
+  for (let i = 1; i < chunks.length; i++) {
+    const previous = chunks[i - 1]!.content;
+    const firstWord = chunks[i]!.content.split(' ')[0]!;
+    const overlap = previous.slice(previous.lastIndexOf(firstWord));
+    t.ok(overlap.length >= 60 && overlap.length <= 140, `overlap ${overlap.length} characters`);
+  }
+  t.same(chunks.map((c) => c.source), chunks.map(() => null));
+});
+
+t.test('headings, pages and pages of a site', async (t) => {
+  const chunks = chunkBlocks([
+    { kind: 'heading', text: 'Returns', page: 1 },
+    { kind: 'paragraph', text: words(150, 'ret'), page: 1 },
+    { kind: 'paragraph', text: 'Second page text.', page: 2 },
+    { kind: 'heading', text: 'Shipping', page: 2 },
+    { kind: 'paragraph', text: 'Ships in three days.', page: 2 },
+  ]);
+  t.ok(chunks.every((c, i) => (i < chunks.length - 1 ? c.content.startsWith('Returns\n') : c.content.startsWith('Shipping\n'))));
+  t.same(chunks.map((c) => c.source), ['page 1', 'page 1', 'page 2', 'page 2']);
+  t.equal(chunks[2]!.content, 'Returns\nSecond page text.', 'the heading carries across a page break');
+  t.equal(chunks[3]!.content, 'Shipping\nShips in three days.');
+
+  const site = chunkBlocks([
+    { kind: 'heading', text: 'A', url: 'https://x/a' },
+    { kind: 'paragraph', text: 'alpha', url: 'https://x/a' },
+    { kind: 'paragraph', text: 'beta', url: 'https://x/b' },
+  ]);
+  t.same(site, [{ content: 'A\nalpha', source: 'https://x/a' }, { content: 'beta', source: 'https://x/b' }], 'headings do not leak into the next page');
+  t.same(chunkBlocks([{ kind: 'paragraph', text: '   ' }]), []);
+});
+
+t.test('robots.txt', async (t) => {
+  const rules = parseRobots(['User-agent: Googlebot', 'Disallow: /', '', 'User-agent: *', 'Disallow: /private', 'Allow: /private/public', 'Disallow: /*.pdf$', 'Disallow: /tmp*'].join('\n'));
+  t.ok(robotsAllows(rules, '/'));
+  t.notOk(robotsAllows(rules, '/private/x'));
+  t.ok(robotsAllows(rules, '/private/public/page'), 'longest match wins');
+  t.notOk(robotsAllows(rules, '/files/a.pdf'));
+  t.ok(robotsAllows(rules, '/files/a.pdf?x=1'), '$ anchors the end');
+  t.notOk(robotsAllows(rules, '/tmpfiles'));
+  const ours = parseRobots('User-agent: *\nAllow: /\n\nUser-agent: AssistantPlatformBot\nDisallow: /\n');
+  t.notOk(robotsAllows(ours, '/anything'), 'a group naming us wins over *');
+  t.ok(robotsAllows(parseRobots(''), '/x'));
+});
