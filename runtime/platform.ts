@@ -73,7 +73,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
   const workers: WorkerPool = createWorkerPool(config.workerPoolSize);
   const outbound = createOutboundFetch({ allowPrivate: config.outboundAllowPrivate, allowHosts: new Set(config.outboundAllowHosts) });
   const embedder: Embedder = config.embeddings ? createOpenAiEmbedder(config.embeddings) : createLocalEmbedder(workers);
-  const index = createSearchIndex(config, db, embedder);
+  const index = createSearchIndex(config, db, embedder, workers);
   try {
     await index.prepare();
   } catch (error) {

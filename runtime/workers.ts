@@ -27,6 +27,8 @@ export interface WorkerPool {
   chunkAndEmbed(input: ChunkInput, timeoutMs?: number): Promise<ChunkOutput>;
   /** Vectors of the built-in local embedder, flat. */
   embedTexts(texts: string[], timeoutMs?: number): Promise<Float32Array>;
+  /** PostgreSQL array literals of vectors, formatted off the event loop. */
+  formatVectors(vectors: readonly Float32Array[], timeoutMs?: number): Promise<string[]>;
   close(): Promise<void>;
 }
 
@@ -40,7 +42,9 @@ export function createWorkerPool(size: number, options: { maxHeapMb?: number } =
   const pool = new Piscina({
     filename: ENTRY,
     maxThreads: size,
-    minThreads: Math.min(1, size),
+    // Every thread starts with the pool and loads the task modules (pdf.js, mammoth, cheerio)
+    // then, in the background, rather than during the first upload.
+    minThreads: size,
     idleTimeout: 60_000,
     resourceLimits: { maxOldGenerationSizeMb: options.maxHeapMb ?? 768 },
   });
@@ -63,6 +67,12 @@ export function createWorkerPool(size: number, options: { maxHeapMb?: number } =
     },
     embedTexts(texts, timeoutMs = 10_000) {
       return run('embedTexts', { texts }, timeoutMs);
+    },
+    formatVectors(vectors, timeoutMs = 30_000) {
+      const dimensions = vectors[0]?.length ?? 0;
+      const flat = new Float32Array(vectors.length * dimensions);
+      vectors.forEach((vector, i) => flat.set(vector, i * dimensions));
+      return run('formatVectors', { vectors: flat, dimensions }, timeoutMs, [flat.buffer as ArrayBuffer]);
     },
     async close() {
       await pool.destroy();

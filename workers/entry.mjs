@@ -9,3 +9,4 @@ export const extractFile = tasks.then((module) => module.extractFile);
 export const extractHtml = tasks.then((module) => module.extractHtml);
 export const chunkAndEmbed = tasks.then((module) => module.chunkAndEmbed);
 export const embedTexts = tasks.then((module) => module.embedTexts);
+export const formatVectors = tasks.then((module) => module.formatVectors);

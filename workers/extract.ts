@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { load } from 'cheerio/slim';
 import type { AnyNode, Element } from 'domhandler';
 import mammoth from 'mammoth';
+import { getDocument } from 'pdfjs-dist/legacy/build/pdf.mjs';
 import { normalizeText, type Block } from './text.js';
 import { zipEntries } from './zip.js';
 
@@ -23,7 +24,6 @@ const DOCX_MAX_EXPANDED = 100 * 1024 * 1024;
 const DOCX_MAX_RATIO = 200;
 
 export async function extractPdf(bytes: Uint8Array): Promise<Block[]> {
-  const { getDocument } = await import('pdfjs-dist/legacy/build/pdf.mjs');
   let doc;
   try {
     doc = await getDocument({

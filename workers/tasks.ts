@@ -130,3 +130,21 @@ export function chunkAndEmbed({ blocks, embed }: ChunkInput): ChunkOutput {
 export function embedTexts({ texts }: { texts: string[] }): Float32Array {
   return embedLocalMany(texts);
 }
+
+export interface FormatVectorsInput {
+  /** `count × dimensions` floats. */
+  readonly vectors: Float32Array;
+  readonly dimensions: number;
+}
+
+/** PostgreSQL array literals (`{0.012345,-0.5,...}`, six decimals) of many vectors. */
+export function formatVectors({ vectors, dimensions }: FormatVectorsInput): string[] {
+  const out: string[] = [];
+  if (dimensions <= 0) return out;
+  for (let start = 0; start < vectors.length; start += dimensions) {
+    let literal = '{';
+    for (let i = start; i < start + dimensions; i++) literal += (i === start ? '' : ',') + vectors[i]!.toFixed(6);
+    out.push(`${literal}}`);
+  }
+  return out;
+}

@@ -8,9 +8,9 @@ import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type IndexedChunk, type IndexedD
  *
  * One index per vector size (`<prefix>-chunks-<dims>`), created from an index template with
  * explicit mappings: keyword ids, `content` analysed with `standard` plus one sub-field per
- * language analyzer, and a cosine `dense_vector`. A query runs as an RRF retriever over a match
- * query and a kNN search, both filtered to the user and knowledgebase; clusters without the RRF
- * retriever get the two rankings fused here instead.
+ * language analyzer, and a cosine `dense_vector`. A query runs as an RRF retriever over an any-term
+ * match, an all-terms match and a kNN search, each filtered to the user and knowledgebase;
+ * clusters without the RRF retriever get the three rankings fused here instead.
  */
 
 const ANALYZED_LANGUAGES = [...new Set(Object.values(LANGUAGE_ANALYZERS))].sort();
@@ -87,11 +87,12 @@ function filters(request: SearchRequest) {
   return [{ term: { user_id: String(request.userId) } }, { term: { knowledgebase_id: String(request.knowledgebaseId) } }];
 }
 
-function textQuery(request: SearchRequest) {
+/** A match over the content and its language sub-field; `and` requires every term. */
+function textQuery(request: SearchRequest, operator: 'or' | 'and' = 'or') {
   const analyzer = request.language ? LANGUAGE_ANALYZERS[request.language] : undefined;
   return {
     bool: {
-      must: { multi_match: { query: request.text, fields: analyzer ? ['content', `content.${analyzer}`] : ['content'], operator: 'or' as const } },
+      must: { multi_match: { query: request.text, fields: analyzer ? ['content', `content.${analyzer}`] : ['content'], operator } },
       filter: filters(request),
     },
   };
@@ -117,7 +118,7 @@ export function hybridSearch(index: string, request: SearchRequest) {
     _source: SOURCE_FIELDS,
     retriever: {
       rrf: {
-        retrievers: [{ standard: { query: textQuery(request) } }, { knn: knnClause(request) }],
+        retrievers: [{ standard: { query: textQuery(request) } }, { standard: { query: textQuery(request, 'and') } }, { knn: knnClause(request) }],
         rank_window_size: RRF_WINDOW,
         rank_constant: RRF_K,
       },
@@ -125,9 +126,9 @@ export function hybridSearch(index: string, request: SearchRequest) {
   };
 }
 
-/** The fallback's two rankings, fused by `fuseRankings`. */
-export function textOnlySearch(index: string, request: SearchRequest) {
-  return { index, size: RRF_WINDOW, _source: SOURCE_FIELDS, query: textQuery(request) };
+/** The fallback's three rankings, fused by `fuseRankings`. */
+export function textOnlySearch(index: string, request: SearchRequest, operator: 'or' | 'and' = 'or') {
+  return { index, size: RRF_WINDOW, _source: SOURCE_FIELDS, query: textQuery(request, operator) };
 }
 
 export function vectorOnlySearch(index: string, request: SearchRequest) {
@@ -236,11 +237,12 @@ export function createElasticsearchIndex(options: ElasticsearchOptions): SearchI
           rrfSupported = false;
         }
       }
-      const [text, vector] = await Promise.all([
+      const rankings = await Promise.all([
         client.search<HitSource>(textOnlySearch(name, request) as never),
+        client.search<HitSource>(textOnlySearch(name, request, 'and') as never),
         client.search<HitSource>(vectorOnlySearch(name, request) as never),
       ]);
-      return fuseRankings([text.hits.hits as Hits, vector.hits.hits as Hits], request.limit);
+      return fuseRankings(rankings.map((ranking) => ranking.hits.hits as Hits), request.limit);
     },
   };
 }

@@ -4,9 +4,9 @@ import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type IndexedChunk, type IndexedD
 
 /**
  * Search on PostgreSQL: chunks with a language-aware tsvector (GIN index) and the embedding as
- * real[]. A query is ranked twice, by `ts_rank_cd` over an OR of the query's lexemes and by
- * cosine (dot product of normalised vectors) within the knowledgebase, and the two rankings are
- * fused by reciprocal rank.
+ * real[]. A query is ranked three ways within the knowledgebase: by `ts_rank_cd` over an OR of
+ * its lexemes, over their AND (passages holding every term, such as an exact order number, rise),
+ * and by cosine (dot product of normalised vectors); the rankings are fused by reciprocal rank.
  */
 
 /** PostgreSQL ships these text-search configurations; others fall back to `simple`. */
@@ -17,9 +17,19 @@ export function textSearchConfig(language: string | undefined): string {
   return name && PG_CONFIGS.has(name) ? name : 'simple';
 }
 
+/** Chunks per INSERT statement. */
+const INSERT_BATCH = 100;
+
+/** PostgreSQL array literals of vectors (six decimals keep cosine ranks intact). */
+export type VectorFormatter = (vectors: readonly Float32Array[]) => Promise<string[]>;
+
+/** Formats on the calling thread; the platform passes the worker pool's formatter instead. */
+export const formatVectorsHere: VectorFormatter = async (vectors) =>
+  vectors.map((vector) => `{${Array.from(vector, (value) => value.toFixed(6)).join(',')}}`);
+
 const hitRow = z.object({ document_id: z.number(), content: z.string(), source: z.string().nullable(), score: z.number() });
 
-export function createPostgresSearchIndex(pool: DatabasePool): SearchIndex {
+export function createPostgresSearchIndex(pool: DatabasePool, formatVectors: VectorFormatter = formatVectorsHere): SearchIndex {
   return {
     name: 'postgres',
     async prepare() {
@@ -28,17 +38,22 @@ export function createPostgresSearchIndex(pool: DatabasePool): SearchIndex {
 
     async replaceDocument(document: IndexedDocument, chunks: readonly IndexedChunk[]) {
       const config = textSearchConfig(document.language);
+      const literals = chunks.length > 0 ? await formatVectors(chunks.map((chunk) => chunk.embedding)) : [];
       await pool.transaction(async (tx) => {
         await tx.query(sql.unsafe`DELETE FROM document_chunks WHERE document_id = ${document.documentId} AND user_id = ${document.userId}`);
-        if (chunks.length === 0) return;
-        await tx.query(sql.unsafe`
-          INSERT INTO document_chunks (document_id, knowledgebase_id, user_id, chunk_index, content, source, ts_config, tsv, embedding, embedding_model)
-          SELECT ${document.documentId}, ${document.knowledgebaseId}, ${document.userId}, c.chunk_index, c.content, c.source,
-                 ${config}::regconfig, to_tsvector(${config}::regconfig, c.content), v.embedding, ${document.embeddingModel}
-          FROM jsonb_to_recordset(${sql.jsonb(
-            chunks.map((chunk) => ({ chunk_index: chunk.index, content: chunk.content, source: chunk.source, embedding: Array.from(chunk.embedding) })) as never,
-          )}) AS c (chunk_index int, content text, source text, embedding jsonb)
-          CROSS JOIN LATERAL (SELECT array_agg(e::real ORDER BY n) AS embedding FROM jsonb_array_elements_text(c.embedding) WITH ORDINALITY AS x (e, n)) AS v`);
+        // In batches: each statement's parameters are built in one short turn of the event loop,
+        // so a document of thousands of chunks never blocks it for long.
+        for (let start = 0; start < chunks.length; start += INSERT_BATCH) {
+          const batch = chunks.slice(start, start + INSERT_BATCH);
+          await tx.query(sql.unsafe`
+            INSERT INTO document_chunks (document_id, knowledgebase_id, user_id, chunk_index, content, source, ts_config, tsv, embedding, embedding_model)
+            SELECT ${document.documentId}, ${document.knowledgebaseId}, ${document.userId}, c.chunk_index, c.content, c.source,
+                   ${config}::regconfig, to_tsvector(${config}::regconfig, c.content), c.embedding::real[], ${document.embeddingModel}
+            FROM ${sql.unnest(
+              batch.map((chunk, i) => [chunk.index, chunk.content, chunk.source, literals[start + i]!]),
+              ['int4', 'text', 'text', 'text'],
+            )} AS c (chunk_index, content, source, embedding)`);
+        }
       });
     },
 
@@ -64,6 +79,13 @@ export function createPostgresSearchIndex(pool: DatabasePool): SearchIndex {
           WHERE c.knowledgebase_id = ${request.knowledgebaseId} AND c.user_id = ${request.userId} AND c.tsv @@ query.q
           ORDER BY rank LIMIT ${RRF_WINDOW}
         ),
+        all_terms_ranked AS (
+          SELECT c.id, row_number() OVER (ORDER BY ts_rank_cd(c.tsv, plainto_tsquery(${config}::regconfig, ${request.text})) DESC, c.id) AS rank
+          FROM document_chunks c
+          WHERE c.knowledgebase_id = ${request.knowledgebaseId} AND c.user_id = ${request.userId}
+            AND c.tsv @@ plainto_tsquery(${config}::regconfig, ${request.text})
+          ORDER BY rank LIMIT ${RRF_WINDOW}
+        ),
         vector_scored AS (
           SELECT c.id, (SELECT sum(a * b) FROM unnest(c.embedding, ${sql.array(Array.from(request.embedding), 'float4')}::real[]) AS t (a, b)) AS similarity
           FROM document_chunks c
@@ -75,7 +97,7 @@ export function createPostgresSearchIndex(pool: DatabasePool): SearchIndex {
         ),
         fused AS (
           SELECT id, sum(1.0 / (${RRF_K} + rank)) AS score
-          FROM (SELECT id, rank FROM text_ranked UNION ALL SELECT id, rank FROM vector_ranked) AS ranks
+          FROM (SELECT id, rank FROM text_ranked UNION ALL SELECT id, rank FROM all_terms_ranked UNION ALL SELECT id, rank FROM vector_ranked) AS ranks
           GROUP BY id
         )
         SELECT c.document_id, c.content, c.source, f.score::float8 AS score
