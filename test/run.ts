@@ -1,4 +1,5 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { startTestCluster } from './helpers/cluster.js';
@@ -9,8 +10,19 @@ import { startTestCluster } from './helpers/cluster.js';
  * Arguments are passed to tap, so `npm test -- test/auth.test.ts` runs one file.
  */
 
+const require = createRequire(import.meta.url);
+const tapBin = join(dirname(require.resolve('tap/package.json')), 'dist/esm/run.mjs');
+
+// A fresh install carries tap's default plugin build, which loads TypeScript through ts-node;
+// this project drops that plugin (tsx loads the files), and tap would only notice during the
+// first run. Rebuilding up front makes every run, the first included, load files the same way.
+const built = join(dirname(require.resolve('@tapjs/test/package.json')), 'test-built/dist/esm/index.js');
+if (readFileSync(built, 'utf8').includes('@tapjs/typescript')) {
+  const build = spawnSync(process.execPath, [tapBin, 'build'], { stdio: 'inherit' });
+  if (build.status !== 0) process.exit(build.status ?? 1);
+}
+
 const cluster = await startTestCluster();
-const tapBin = join(dirname(createRequire(import.meta.url).resolve('tap/package.json')), 'dist/esm/run.mjs');
 let exitCode = 1;
 try {
   exitCode = await new Promise<number>((resolveRun) => {
