@@ -13,6 +13,8 @@ import { toolRoutes } from './routes/tools.js';
 import { catalogRoutes } from './routes/catalog.js';
 import { assistantRoutes } from './routes/assistants.js';
 import { phoneNumberRoutes } from './routes/phoneNumbers.js';
+import { conversationRoutes } from './routes/conversations.js';
+import { createRateLimiter } from '../runtime/rateLimit.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 
 export interface AppDeps {
@@ -34,6 +36,11 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...catalogRoutes(services.catalog),
     ...assistantRoutes(services.assistants),
     ...phoneNumberRoutes(services.phoneNumbers),
+    ...conversationRoutes(
+      services.conversations,
+      { perIp: createRateLimiter(config.rateLimits.perIp), perConversation: createRateLimiter(config.rateLimits.perConversation) },
+      config.publicUrl,
+    ),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

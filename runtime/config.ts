@@ -45,6 +45,16 @@ export interface Config {
   readonly outboundAllowHosts: readonly string[];
   /** OpenAI-compatible embeddings endpoint; the built-in local embedder when absent. */
   readonly embeddings: { readonly baseUrl: string; readonly apiKey: string | undefined; readonly model: string } | undefined;
+  /**
+   * OpenAI-compatible chat providers by the name the model catalog uses (`openai`, `groq`), from
+   * `<NAME>_API_KEY` and `<NAME>_BASE_URL`. A model whose provider is absent runs on `dev`.
+   */
+  readonly llmProviders: Readonly<Record<string, { readonly baseUrl: string; readonly apiKey: string | undefined }>>;
+  /** Public conversation endpoints: requests per client IP and messages per conversation. */
+  readonly rateLimits: {
+    readonly perIp: { readonly capacity: number; readonly perMinute: number };
+    readonly perConversation: { readonly capacity: number; readonly perMinute: number };
+  };
   /** Documents ingested at once per process. @defaultValue 2 */
   readonly ingestionConcurrency: number;
   /** How long a claimed ingestion job is leased before another process may take it over. @defaultValue 120 000 ms */
@@ -117,6 +127,22 @@ function redactUrl(raw: string): string {
   return raw.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 }
 
+const LLM_PROVIDER_DEFAULTS: Readonly<Record<string, string>> = {
+  openai: 'https://api.openai.com/v1',
+  groq: 'https://api.groq.com/openai/v1',
+};
+
+function llmProvidersConfig(env: Env): Config['llmProviders'] {
+  const providers: Record<string, { baseUrl: string; apiKey: string | undefined }> = {};
+  for (const [name, defaultUrl] of Object.entries(LLM_PROVIDER_DEFAULTS)) {
+    const prefix = name.toUpperCase();
+    const apiKey = text(env, `${prefix}_API_KEY`);
+    const baseUrl = url(env, `${prefix}_BASE_URL`, ['http:', 'https:']);
+    if (apiKey || baseUrl) providers[name] = { baseUrl: (baseUrl ?? defaultUrl).replace(/\/+$/, ''), apiKey };
+  }
+  return providers;
+}
+
 function embeddingsConfig(env: Env): Config['embeddings'] {
   const baseUrl = url(env, 'EMBEDDINGS_BASE_URL', ['http:', 'https:']);
   if (!baseUrl) return undefined;
@@ -162,6 +188,11 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     outboundAllowPrivate: overrides.outboundAllowPrivate ?? flag(env, 'OUTBOUND_ALLOW_PRIVATE', false),
     outboundAllowHosts: overrides.outboundAllowHosts ?? (text(env, 'OUTBOUND_ALLOW_HOSTS') ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
     embeddings: overrides.embeddings ?? embeddingsConfig(env),
+    llmProviders: overrides.llmProviders ?? llmProvidersConfig(env),
+    rateLimits: overrides.rateLimits ?? {
+      perIp: { capacity: 60, perMinute: integer(env, 'RATE_LIMIT_PER_IP_PER_MINUTE', 1, 100_000, 120) },
+      perConversation: { capacity: 10, perMinute: integer(env, 'RATE_LIMIT_PER_CONVERSATION_PER_MINUTE', 1, 100_000, 20) },
+    },
     ingestionConcurrency: overrides.ingestionConcurrency ?? integer(env, 'INGESTION_CONCURRENCY', 1, 64, 2),
     ingestionLeaseMs: overrides.ingestionLeaseMs ?? integer(env, 'INGESTION_LEASE_MS', 500, 3_600_000, 120_000),
     embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},

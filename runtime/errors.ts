@@ -19,6 +19,8 @@ export const errorRegistry = {
   tool_not_found: { status: 404, message: 'Tool not found' },
   assistant_not_found: { status: 404, message: 'Assistant not found' },
   phone_number_not_found: { status: 404, message: 'Phone number not found.' },
+  conversation_not_found: { status: 404, message: 'Conversation not found' },
+  provider_failed: { status: 502, message: 'Failed to process message.' },
   tool_limit_reached: { status: 403, message: 'You have reached the maximum of mid-call tools allowed on your plan. Please upgrade your plan to create more.' },
   method_not_allowed: { status: 405, message: 'Method not allowed.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },

@@ -21,6 +21,9 @@ import { createLocalEmbedder, createOpenAiEmbedder, type Embedder } from './know
 import { createIngestion } from './knowledge/ingestion.js';
 import { createOutboundFetch, type OutboundFetch } from './net/outbound.js';
 import { createSearchIndex } from './search/index.js';
+import { createLlmRegistry } from './llm/registry.js';
+import { createConversationEngine, type ConversationEngine } from './conversations/engine.js';
+import { createConversationService } from './conversations/service.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -45,6 +48,9 @@ export interface Services {
   readonly catalog: ReturnType<typeof createCatalogService>;
   readonly assistants: ReturnType<typeof createAssistantService>;
   readonly phoneNumbers: ReturnType<typeof createPhoneNumberService>;
+  readonly conversations: ReturnType<typeof createConversationService>;
+  /** Live conversation actors and their event streams (the widget socket subscribes here). */
+  readonly conversationEngine: ConversationEngine;
 }
 
 export async function startRuntime(config: Config, logger: Logger): Promise<Runtime> {
@@ -95,15 +101,26 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
   });
 
   const catalog = createCatalogService({ pool: db });
+  const knowledge = createKnowledgeService({ pool: db, workers, index, embedder, dataDir: config.dataDir, logger, onEnqueued: () => ingestion.wake() });
+  const conversationEngine = createConversationEngine({
+    pool: db,
+    catalog,
+    llm: createLlmRegistry(config, logger),
+    knowledge,
+    outbound,
+    logger: logger.child({ component: 'conversations' }),
+  });
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
     apiKeys: createApiKeyService({ pool: db, logger }),
     admin: createAdminService({ pool: db, logger }),
-    knowledge: createKnowledgeService({ pool: db, workers, index, embedder, dataDir: config.dataDir, logger, onEnqueued: () => ingestion.wake() }),
+    knowledge,
     tools: createToolService({ pool: db, logger }),
     catalog,
     assistants: createAssistantService({ pool: db, catalog, logger }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
+    conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
+    conversationEngine,
   };
 
   ingestion.start();
@@ -122,6 +139,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
       return Promise.race([probe, timeout]);
     },
     async stop() {
+      conversationEngine.stop();
       await ingestion.stop();
       await workers.close();
       await db.end();

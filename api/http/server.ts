@@ -200,7 +200,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           }
         }
 
-        if (route.auth === 'user') {
+        if (route.auth === 'user' || (route.auth === 'optional' && headers.authorization !== undefined)) {
           const token = bearer(headers.authorization);
           principal = token ? await options.authenticate(token) : undefined;
           if (!principal) throw new PlatformError('unauthenticated');

@@ -60,8 +60,11 @@ export interface RouteDefinition {
   /** Path with `:name` parameters, e.g. `/api/user/api-keys/:id`. */
   readonly path: string;
   readonly handler: Handler;
-  /** `user`: bearer token of a user; `admin`: the operator token; `none`: public. */
-  readonly auth: 'user' | 'admin' | 'none';
+  /**
+   * `user`: bearer token of a user; `admin`: the operator token; `none`: public; `optional`: public,
+   * but a bearer token, when sent, must be valid and identifies the caller.
+   */
+  readonly auth: 'user' | 'admin' | 'none' | 'optional';
   readonly family?: ErrorFamily;
   /** Message of a 500 on this route where the specification words one ("Failed to create ..."). */
   readonly failureMessage?: string;

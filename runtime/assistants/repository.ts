@@ -164,3 +164,8 @@ export async function inboundAssistantOfNumber(db: CommonQueryMethods, phoneNumb
     SELECT id FROM assistants
     WHERE phone_number_id = ${phoneNumberId} AND type = 'inbound' AND id <> ${exceptId ?? 0}`);
 }
+
+/** An assistant by its public UUID, whoever owns it (conversations are public). */
+export async function findAssistantByUuid(db: CommonQueryMethods, uuid: string): Promise<AssistantRow | null> {
+  return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.uuid = ${uuid}::uuid`);
+}

@@ -8,16 +8,46 @@ import { embedLocal } from '../../workers/embed.js';
  * deterministic (the local hashed vectors, scaled so callers must normalise). `failNext` makes the
  * next requests answer with the given status.
  */
+export interface ScriptedReply {
+  readonly text?: string;
+  readonly toolCalls?: ReadonlyArray<{ readonly name: string; readonly arguments: Record<string, unknown> }>;
+  /** Answer with this HTTP status instead (an error body). */
+  readonly status?: number;
+  /** Wait before answering. */
+  readonly delayMs?: number;
+}
+
 export interface FakeOpenAi {
   /** e.g. `http://127.0.0.1:PORT/v1` */
   readonly baseUrl: string;
   readonly requests: Array<{ path: string; headers: IncomingMessage['headers']; body: any }>;
   failNext(status: number, times?: number): void;
+  /** Replies of the next chat completions, in order; afterwards it answers "fake reply". */
+  scriptChat(...replies: ScriptedReply[]): void;
+}
+
+/** Chat Completions streaming (server-sent events) as the OpenAI API writes it. */
+function streamChat(res: ServerResponse, model: string, reply: ScriptedReply): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  const base = { id: 'chatcmpl-fake', object: 'chat.completion.chunk', created: 1_700_000_000, model };
+  const send = (delta: Record<string, unknown>, finish: string | null = null) =>
+    res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+  send({ role: 'assistant', content: '' });
+  for (const piece of (reply.text ?? '').split(/(?<= )/).filter(Boolean)) send({ content: piece });
+  (reply.toolCalls ?? []).forEach((call, index) => {
+    const args = JSON.stringify(call.arguments);
+    send({ tool_calls: [{ index, id: `call_${index}_${call.name}`, type: 'function', function: { name: call.name, arguments: '' } }] });
+    send({ tool_calls: [{ index, function: { arguments: args.slice(0, Math.ceil(args.length / 2)) } }] });
+    send({ tool_calls: [{ index, function: { arguments: args.slice(Math.ceil(args.length / 2)) } }] });
+  });
+  send({}, reply.toolCalls?.length ? 'tool_calls' : 'stop');
+  res.end('data: [DONE]\n\n');
 }
 
 export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
   const requests: FakeOpenAi['requests'] = [];
   const failures: number[] = [];
+  const script: ScriptedReply[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
     req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
@@ -28,6 +58,18 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
       if (failure !== undefined) {
         res.writeHead(failure, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: 'injected failure', type: 'server_error' } }));
+        return;
+      }
+      if (req.url === '/v1/chat/completions') {
+        const reply = script.shift() ?? { text: 'fake reply' };
+        const answer = () => {
+          if (reply.status) {
+            res.writeHead(reply.status, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ error: { message: 'scripted failure', type: 'server_error' } }));
+          } else streamChat(res, body.model, reply);
+        };
+        if (reply.delayMs) setTimeout(answer, reply.delayMs);
+        else answer();
         return;
       }
       if (req.url === '/v1/embeddings') {
@@ -49,6 +91,9 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
     requests,
     failNext(status, times = 1) {
       for (let i = 0; i < times; i++) failures.push(status);
+    },
+    scriptChat(...replies) {
+      script.push(...replies);
     },
   };
 }

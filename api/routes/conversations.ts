@@ -1,0 +1,118 @@
+import type { ConversationService } from '../../runtime/conversations/service.js';
+import { PlatformError, ValidationError } from '../../runtime/errors.js';
+import type { RateLimiter } from '../../runtime/rateLimit.js';
+import { DEFAULT_PER_PAGE } from '../../schemas/pagination.js';
+import { aiSwitchSchema, createConversationSchema, listConversationsSchema, sendMessageSchema } from '../../schemas/conversations.js';
+import { paginate } from '../http/pagination.js';
+import { userId } from '../http/params.js';
+import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
+
+const tag = 'Conversations';
+
+export interface ConversationLimits {
+  /** Per client IP, all public conversation operations. */
+  readonly perIp: RateLimiter;
+  /** Per conversation, messages. */
+  readonly perConversation: RateLimiter;
+}
+
+function limit(limiter: RateLimiter, key: string): void {
+  const verdict = limiter.take(key);
+  if (!verdict.ok) throw new PlatformError('too_many_requests', { headers: { 'Retry-After': String(verdict.retryAfterSeconds) } });
+}
+
+function realDay(field: string, value: string | undefined): void {
+  if (value === undefined) return;
+  const parsed = new Date(`${value}T00:00:00Z`);
+  if (Number.isNaN(parsed.getTime()) || parsed.toISOString().slice(0, 10) !== value) {
+    throw ValidationError.field(field, `The ${field.replace(/_/g, ' ')} is not a valid date.`);
+  }
+}
+
+export function conversationRoutes(conversations: ConversationService, limits: ConversationLimits, publicUrl: string): RouteDefinition[] {
+  const clientKey = (req: ApiRequest) => `ip:${req.ip}`;
+  return [
+    {
+      method: 'POST',
+      path: '/api/conversations',
+      auth: 'optional',
+      family: 'conversation',
+      tag,
+      summary: 'Start a conversation with an assistant (by its UUID); public, rate limited',
+      requestSchema: createConversationSchema.schema,
+      async handler(req) {
+        limit(limits.perIp, clientKey(req));
+        const input = createConversationSchema(req.body);
+        const created = await conversations.create({ assistantUuid: input.assistant_id, type: input.type ?? 'widget', variables: input.variables ?? {}, callerId: req.principal?.userId });
+        return json(200, { status: true, ...created });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/conversations/:id/messages',
+      auth: 'none',
+      family: 'conversation',
+      tag,
+      summary: 'Send a message and receive the reply (messages of a conversation are answered in order)',
+      requestSchema: sendMessageSchema.schema,
+      async handler(req) {
+        limit(limits.perIp, clientKey(req));
+        const id = req.params.id!;
+        limit(limits.perConversation, `conversation:${id}`);
+        const { message } = sendMessageSchema(req.body);
+        const reply = await conversations.send(id, message);
+        return json(200, { status: true, message: reply.message, function_calls: reply.function_calls });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/conversations/:id',
+      auth: 'none',
+      family: 'conversation',
+      tag,
+      summary: 'The history of a conversation, in order',
+      async handler(req) {
+        limit(limits.perIp, clientKey(req));
+        return json(200, { status: true, history: await conversations.history(req.params.id!) });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/conversations',
+      auth: 'user',
+      tag,
+      summary: 'Conversations of your assistants, newest first, paginated',
+      querySchema: listConversationsSchema.schema,
+      async handler(req) {
+        const owner = userId(req);
+        const query = listConversationsSchema(req.query);
+        realDay('date_from', query.date_from);
+        realDay('date_to', query.date_to);
+        if (query.assistant_id !== undefined && !(await conversations.assistantOwned(owner, query.assistant_id))) {
+          throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
+        }
+        const page = await conversations.list(
+          owner,
+          { type: query.type, assistantId: query.assistant_id, dateFrom: query.date_from, dateTo: query.date_to },
+          query.page ?? 1,
+          query.per_page ?? DEFAULT_PER_PAGE,
+        );
+        return json(200, paginate(page, publicUrl, req.path, req.rawQuery));
+      },
+    },
+    {
+      method: 'PATCH',
+      path: '/api/user/conversations/:id',
+      auth: 'user',
+      family: 'conversation',
+      tag,
+      summary: 'Turn AI replies off (take the conversation over) or back on',
+      requestSchema: aiSwitchSchema.schema,
+      async handler(req) {
+        const { ai_enabled } = aiSwitchSchema(req.body);
+        const row = await conversations.setAiEnabled(userId(req), req.params.id!, ai_enabled);
+        return json(200, { status: true, message: ai_enabled ? 'AI replies enabled.' : 'AI replies disabled.', data: { id: row.id, ai_enabled: row.ai_enabled } });
+      },
+    },
+  ];
+}

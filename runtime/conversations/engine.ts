@@ -1,0 +1,285 @@
+import { EventEmitter } from 'node:events';
+import { sql, type DatabasePool } from 'slonik';
+import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
+import { z } from 'zod';
+import type { AssistantRow } from '../assistants/repository.js';
+import type { CatalogService } from '../catalog/service.js';
+import { PlatformError } from '../errors.js';
+import type { KnowledgeService } from '../knowledge/service.js';
+import { postLedgerEntry } from '../ledger/service.js';
+import { KNOWLEDGE_MARKER } from '../llm/dev.js';
+import type { LlmRegistry } from '../llm/registry.js';
+import { LlmError, type ChatMessage, type LlmProvider, type ToolCall } from '../llm/types.js';
+import type { Logger } from '../logger.js';
+import type { OutboundFetch } from '../net/outbound.js';
+import { prices } from '../prices.js';
+import type { ToolRow } from '../tools/repository.js';
+import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
+import { clearMessageCost, insertMessage, listMessages, type ConversationRow } from './repository.js';
+import { SEARCH_FUNCTION, callTool, toolFunction } from './tools.js';
+
+/**
+ * Runs conversation actors: builds each one's setup from the database, supplies the machine's
+ * I/O actors, keeps live actors in a registry (evicted when idle, rebuilt on the next message), and
+ * fans streaming events out to every socket watching the conversation.
+ */
+
+export type ConversationEvent =
+  | { type: 'delta'; text: string }
+  | { type: 'function_call'; name: string; arguments: Record<string, unknown>; result: unknown }
+  | { type: 'message'; role: 'user' | 'assistant'; content: string; function_calls: TurnResult['function_calls'] }
+  | { type: 'error'; error: string };
+
+/** `{{name}}` placeholders replaced by the variables; unknown ones become empty text. */
+export function renderTemplate(template: string, variables: Record<string, unknown>): string {
+  return template.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_, name: string) => {
+    const value = variables[name];
+    return value === undefined || value === null ? '' : String(value);
+  });
+}
+
+export interface EngineDeps {
+  readonly pool: DatabasePool;
+  readonly catalog: CatalogService;
+  readonly llm: LlmRegistry;
+  readonly knowledge: KnowledgeService;
+  readonly outbound: OutboundFetch;
+  readonly logger: Logger;
+  /** Idle time after which an actor is dropped from memory. @defaultValue 10 minutes */
+  readonly idleMs?: number;
+}
+
+const assistantToolsQuery = (assistantId: number) => sql.type(
+  z.object({
+    id: z.number(),
+    name: z.string(),
+    description: z.string(),
+    endpoint: z.string(),
+    method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']),
+    timeout: z.number(),
+    headers: z.array(z.object({ name: z.string(), value: z.string() })),
+    schema: z.array(z.object({ name: z.string(), type: z.enum(['string', 'number', 'boolean']), description: z.string() })),
+    created_at: z.string(),
+    updated_at: z.string(),
+  }),
+)`
+  SELECT t.id, t.name, t.description, t.endpoint, t.method, t.timeout, t.headers, t.schema, t.created_at, t.updated_at
+  FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = ${assistantId} ORDER BY t.id`;
+
+export function createConversationEngine(deps: EngineDeps) {
+  const { pool, logger } = deps;
+  const idleMs = deps.idleMs ?? 10 * 60 * 1000;
+  const events = new EventEmitter();
+  events.setMaxListeners(0);
+
+  interface Live {
+    readonly actor: ActorRefFrom<typeof conversationMachine>;
+    readonly tools: ReadonlyMap<string, ToolRow>;
+    lastUsed: number;
+    busy: number;
+  }
+  const live = new Map<string, Live>();
+  const starting = new Map<string, Promise<Live>>();
+
+  const emit = (conversationId: string, event: ConversationEvent): void => void events.emit(conversationId, event);
+
+  async function model(id: number | null): Promise<{ provider: LlmProvider; model: string } | undefined> {
+    if (id === null) return undefined;
+    const row = (await deps.catalog.get()).models.get(id);
+    if (!row) return undefined;
+    return { provider: deps.llm.provider(row.provider), model: row.code };
+  }
+
+  /** The text model of an assistant: its LLM in pipeline mode, else its fallback, else the first catalog LLM. */
+  async function textModel(assistant: AssistantRow) {
+    const catalog = await deps.catalog.get();
+    const id = assistant.mode === 'pipeline' ? assistant.llm_model_id : assistant.chat_llm_fallback_id ?? catalog.modelsOfType('llm')[0]?.id ?? null;
+    return (await model(id)) ?? { provider: deps.llm.provider('dev'), model: 'dev' };
+  }
+
+  async function load(conversation: ConversationRow, assistant: AssistantRow): Promise<Live> {
+    const tools = await pool.any(assistantToolsQuery(assistant.id));
+    const toolMap = new Map(tools.map((tool) => [tool.name, tool as ToolRow]));
+    const variables = { ...assistant.variables, ...conversation.variables };
+    const functions = tools.map((tool) => toolFunction(tool as ToolRow));
+    const kbId = assistant.knowledgebase_id ?? undefined;
+    if (kbId !== undefined && assistant.knowledgebase_mode === 'function_call') functions.push(SEARCH_FUNCTION);
+    const history: ChatMessage[] = (await listMessages(pool, conversation.id)).map((m) => ({ role: m.role, content: m.content }));
+    const setup: ConversationSetup = {
+      conversationId: conversation.id,
+      ownerId: conversation.user_id,
+      price: prices.conversationMessage[conversation.type],
+      llm: await textModel(assistant),
+      fallback: assistant.mode === 'pipeline' && assistant.chat_llm_fallback_id !== null ? await model(assistant.chat_llm_fallback_id) : undefined,
+      temperature: assistant.llm_temperature,
+      systemPrompt: renderTemplate(assistant.system_prompt, variables),
+      functions,
+      promptKnowledgebaseId: kbId !== undefined && assistant.knowledgebase_mode === 'prompt' ? kbId : undefined,
+      history,
+    };
+
+    const machine = conversationMachine.provide({
+      actors: {
+        accept: fromPromise(async ({ input }: { input: { setup: ConversationSetup; job: Job } }) => {
+          const { setup: s, job } = input;
+          const accepted = await pool.transaction(async (tx) => {
+            // Locks the conversation for this message across processes, and reads the switch fresh.
+            const aiEnabled = await tx.oneFirst(sql.type(z.object({ ai_enabled: z.boolean() }))`
+              SELECT ai_enabled FROM conversations WHERE id = ${s.conversationId} FOR UPDATE`);
+            const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'user', content: job.text, cost: s.price });
+            if (s.price > 0) {
+              await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
+            }
+            return { messageId: message.id, aiEnabled };
+          });
+          emit(s.conversationId, { type: 'message', role: 'user', content: job.text, function_calls: [] });
+          let systemPrompt = s.systemPrompt;
+          if (accepted.aiEnabled && s.promptKnowledgebaseId !== undefined) {
+            const passages = await deps.knowledge.search(s.ownerId, s.promptKnowledgebaseId, job.text, 3).catch(() => []);
+            if (passages.length > 0) systemPrompt += `\n\n${KNOWLEDGE_MARKER}\n${passages.map((p, i) => `[${i + 1}] ${p.content}`).join('\n')}`;
+          }
+          return { messageId: accepted.messageId, charged: s.price, aiEnabled: accepted.aiEnabled, systemPrompt };
+        }),
+
+        think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
+          const { setup: s, turn } = input;
+          const functions = turn.rounds >= MAX_TOOL_ROUNDS ? [] : s.functions;
+          const attempt = async (llm: { provider: LlmProvider; model: string }): Promise<ThinkOutput> => {
+            let text = '';
+            let calls: ToolCall[] = [];
+            for await (const event of llm.provider.stream({ model: llm.model, messages: turn.messages, functions, temperature: s.temperature })) {
+              if (event.type === 'text') {
+                text += event.delta;
+                emit(s.conversationId, { type: 'delta', text: event.delta });
+              } else calls = event.calls;
+            }
+            return { text, calls };
+          };
+          try {
+            return await attempt(s.llm);
+          } catch (error) {
+            if (!s.fallback) throw error;
+            logger.warn({ err: error, conversationId: s.conversationId, provider: s.llm.provider.name }, 'model failed; using the fallback model');
+            return attempt(s.fallback);
+          }
+        }),
+
+        act: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ActOutput> => {
+          const { setup: s, turn } = input;
+          const results = [];
+          for (const call of turn.pending) {
+            let args: Record<string, unknown> = {};
+            try {
+              const parsed: unknown = JSON.parse(call.arguments || '{}');
+              if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) args = parsed as Record<string, unknown>;
+            } catch {
+              // Arguments the model could not write as JSON reach the tool as none.
+            }
+            let result: unknown;
+            if (call.name === SEARCH_FUNCTION.name && kbId !== undefined) {
+              const passages = await deps.knowledge.search(s.ownerId, kbId, String(args.query ?? turn.job.text), 3).catch(() => []);
+              result = { passages: passages.map((p) => ({ content: p.content, source: p.source, document: p.document_name })) };
+            } else {
+              const tool = toolMap.get(call.name);
+              result = tool ? await callTool(tool, args, deps.outbound) : { error: `There is no function named ${call.name}` };
+            }
+            emit(s.conversationId, { type: 'function_call', name: call.name, arguments: args, result });
+            results.push({ call, args, result });
+          }
+          return { results };
+        }),
+
+        save: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
+          const { setup: s, turn } = input;
+          await insertMessage(pool, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls });
+          emit(s.conversationId, { type: 'message', role: 'assistant', content: turn.text, function_calls: turn.calls });
+        }),
+
+        refund: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
+          const { setup: s, turn } = input;
+          if (turn.charged <= 0) return;
+          await pool.transaction(async (tx) => {
+            await clearMessageCost(tx, s.conversationId, turn.userMessageId, turn.charged);
+            await postLedgerEntry(tx, { userId: s.ownerId, amount: turn.charged, kind: 'conversation_refund', reference: String(turn.userMessageId), reason: 'The reply failed' });
+          });
+        }),
+      },
+    });
+    const actor = createActor(machine, { input: { setup } });
+    actor.start();
+    return { actor, tools: toolMap, lastUsed: Date.now(), busy: 0 };
+  }
+
+  const sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const [id, entry] of live) {
+      if (entry.busy === 0 && now - entry.lastUsed > idleMs && events.listenerCount(id) === 0) {
+        entry.actor.send({ type: 'end' });
+        live.delete(id);
+      }
+    }
+  }, Math.min(idleMs, 60_000));
+  sweeper.unref();
+
+  async function actorFor(conversation: ConversationRow, assistant: AssistantRow): Promise<Live> {
+    const existing = live.get(conversation.id);
+    if (existing) return existing;
+    let pending = starting.get(conversation.id);
+    if (!pending) {
+      pending = load(conversation, assistant).finally(() => starting.delete(conversation.id));
+      starting.set(conversation.id, pending);
+    }
+    const entry = await pending;
+    live.set(conversation.id, entry);
+    return entry;
+  }
+
+  return {
+    /**
+     * Queues a user message; resolves with the reply once every earlier message is answered.
+     * @throws PlatformError `insufficient_balance`; LlmError when the model fails (the charge is refunded).
+     */
+    async send(conversation: ConversationRow, assistant: AssistantRow, text: string): Promise<TurnResult> {
+      const entry = await actorFor(conversation, assistant);
+      entry.busy++;
+      entry.lastUsed = Date.now();
+      try {
+        return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, resolve, reject } }));
+      } finally {
+        entry.busy--;
+        entry.lastUsed = Date.now();
+      }
+    },
+
+    /** Streams events of a conversation to `listener`; returns the unsubscribe function. */
+    subscribe(conversationId: string, listener: (event: ConversationEvent) => void): () => void {
+      events.on(conversationId, listener);
+      return () => void events.off(conversationId, listener);
+    },
+
+    /** Drops the live actor so the next message rebuilds it (after settings change). */
+    forget(conversationId: string): void {
+      live.get(conversationId)?.actor.send({ type: 'end' });
+      live.delete(conversationId);
+    },
+
+    liveCount(): number {
+      return live.size;
+    },
+
+    stop(): void {
+      clearInterval(sweeper);
+      for (const entry of live.values()) entry.actor.stop();
+      live.clear();
+    },
+  };
+}
+
+export type ConversationEngine = ReturnType<typeof createConversationEngine>;
+
+/** The reason a reply failed, as the `Failed to process message: <reason>` error says it. */
+export function failureReason(error: unknown): string {
+  if (error instanceof LlmError) return error.message;
+  if (error instanceof PlatformError) return error.message;
+  return 'an unexpected error occurred';
+}

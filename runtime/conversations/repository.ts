@@ -1,0 +1,117 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import type { ConversationType } from '../prices.js';
+
+export const conversationRow = z.object({
+  id: z.string(),
+  assistant_id: z.number().nullable(),
+  user_id: z.number(),
+  type: z.enum(['test', 'widget', 'whatsapp', 'api']),
+  variables: z.record(z.union([z.string(), z.number(), z.boolean()])),
+  ai_enabled: z.boolean(),
+  message_count: z.number(),
+  total_cost: z.number(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type ConversationRow = z.infer<typeof conversationRow>;
+
+export const functionCallRecord = z.object({ name: z.string(), arguments: z.record(z.unknown()), result: z.unknown() });
+export type FunctionCallRecord = z.infer<typeof functionCallRecord>;
+
+export const messageRow = z.object({
+  id: z.number(),
+  role: z.enum(['user', 'assistant']),
+  content: z.string(),
+  function_calls: z.array(functionCallRecord).nullable(),
+  cost: z.number(),
+  created_at: z.string(),
+});
+export type MessageRow = z.infer<typeof messageRow>;
+
+const conversationColumns = sql.fragment`id, assistant_id, user_id, type, variables, ai_enabled, message_count, total_cost, created_at, updated_at`;
+
+export async function insertConversation(
+  db: CommonQueryMethods,
+  input: { assistantId: number; userId: number; type: ConversationType; variables: Record<string, unknown> },
+): Promise<ConversationRow> {
+  return db.one(sql.type(conversationRow)`
+    INSERT INTO conversations (assistant_id, user_id, type, variables)
+    VALUES (${input.assistantId}, ${input.userId}, ${input.type}, ${sql.jsonb(input.variables as never)})
+    RETURNING ${conversationColumns}`);
+}
+
+export async function findConversation(db: CommonQueryMethods, id: string): Promise<ConversationRow | null> {
+  return db.maybeOne(sql.type(conversationRow)`SELECT ${conversationColumns} FROM conversations WHERE id = ${id}`);
+}
+
+/** Appends a message and moves the conversation's counters in the same statement pair. */
+export async function insertMessage(
+  db: CommonQueryMethods,
+  input: { conversationId: string; role: 'user' | 'assistant'; content: string; functionCalls?: FunctionCallRecord[] | null; cost?: number },
+): Promise<MessageRow> {
+  const row = await db.one(sql.type(messageRow)`
+    INSERT INTO conversation_messages (conversation_id, role, content, function_calls, cost)
+    VALUES (${input.conversationId}, ${input.role}, ${input.content},
+      ${input.functionCalls?.length ? sql.jsonb(input.functionCalls as never) : null}, ${(input.cost ?? 0).toFixed(6)})
+    RETURNING id, role, content, function_calls, cost, created_at`);
+  await db.query(sql.unsafe`
+    UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()
+    WHERE id = ${input.conversationId}`);
+  return row;
+}
+
+/** Takes a message's charge back off the conversation (the ledger refund is posted by the caller). */
+export async function clearMessageCost(db: CommonQueryMethods, conversationId: string, messageId: number, cost: number): Promise<void> {
+  await db.query(sql.unsafe`UPDATE conversation_messages SET cost = 0 WHERE id = ${messageId}`);
+  await db.query(sql.unsafe`UPDATE conversations SET total_cost = total_cost - ${cost.toFixed(6)} WHERE id = ${conversationId}`);
+}
+
+export async function listMessages(db: CommonQueryMethods, conversationId: string): Promise<readonly MessageRow[]> {
+  return db.any(sql.type(messageRow)`
+    SELECT id, role, content, function_calls, cost, created_at FROM conversation_messages
+    WHERE conversation_id = ${conversationId} ORDER BY id`);
+}
+
+export async function setAiEnabled(db: CommonQueryMethods, userId: number, id: string, enabled: boolean): Promise<ConversationRow | null> {
+  return db.maybeOne(sql.type(conversationRow)`
+    UPDATE conversations SET ai_enabled = ${enabled}, updated_at = now() WHERE id = ${id} AND user_id = ${userId}
+    RETURNING ${conversationColumns}`);
+}
+
+export const listItemRow = conversationRow.extend({ assistant_uuid: z.string().nullable(), assistant_name: z.string().nullable() });
+export type ConversationListRow = z.infer<typeof listItemRow>;
+
+export interface ConversationFilters {
+  readonly type?: ConversationType;
+  readonly assistantId?: number;
+  /** Inclusive UTC days, `YYYY-MM-DD`. */
+  readonly dateFrom?: string;
+  readonly dateTo?: string;
+}
+
+export async function listConversations(
+  db: CommonQueryMethods,
+  userId: number,
+  filters: ConversationFilters,
+  page: number,
+  perPage: number,
+): Promise<{ items: readonly ConversationListRow[]; total: number }> {
+  const conditions = [sql.fragment`c.user_id = ${userId}`];
+  if (filters.type) conditions.push(sql.fragment`c.type = ${filters.type}`);
+  if (filters.assistantId !== undefined) conditions.push(sql.fragment`c.assistant_id = ${filters.assistantId}`);
+  if (filters.dateFrom) conditions.push(sql.fragment`c.created_at >= (${filters.dateFrom}::date)::timestamp AT TIME ZONE 'UTC'`);
+  if (filters.dateTo) conditions.push(sql.fragment`c.created_at < ((${filters.dateTo}::date + 1)::timestamp AT TIME ZONE 'UTC')`);
+  const where = sql.join(conditions, sql.fragment` AND `);
+  const [items, total] = await Promise.all([
+    db.any(sql.type(listItemRow)`
+      SELECT c.id, c.assistant_id, c.user_id, c.type, c.variables, c.ai_enabled, c.message_count, c.total_cost, c.created_at, c.updated_at,
+        a.uuid::text AS assistant_uuid, a.name AS assistant_name
+      FROM conversations c LEFT JOIN assistants a ON a.id = c.assistant_id
+      WHERE ${where}
+      ORDER BY c.created_at DESC, c.id
+      LIMIT ${perPage} OFFSET ${(page - 1) * perPage}`),
+    db.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM conversations c WHERE ${where}`),
+  ]);
+  return { items, total };
+}

@@ -1,0 +1,56 @@
+import type { ToolRow } from '../tools/repository.js';
+import { OutboundError, type OutboundFetch } from '../net/outbound.js';
+import type { FunctionDefinition } from '../llm/types.js';
+
+/**
+ * Mid-call tools as model functions, and their execution: a call goes to the tool's endpoint with
+ * its method, headers and timeout (GET and DELETE carry the arguments in the query string, others
+ * as a JSON body) through the outbound guard. The model gets the JSON result, or text cut at 8 KB,
+ * or a description of what went wrong; it never gets an exception.
+ */
+
+const RESULT_LIMIT = 8 * 1024;
+
+export const SEARCH_FUNCTION: FunctionDefinition = {
+  name: 'search_knowledgebase',
+  description: 'Search the knowledge base for passages that answer the user. Use it for any question about the business, its products or policies.',
+  parameters: { type: 'object', properties: { query: { type: 'string', description: 'What to look up, in a few words' } }, required: ['query'] },
+};
+
+export function toolFunction(tool: ToolRow): FunctionDefinition {
+  const properties: Record<string, unknown> = {};
+  for (const item of tool.schema) properties[item.name] = { type: item.type, description: item.description };
+  return { name: tool.name, description: tool.description, parameters: { type: 'object', properties, required: tool.schema.map((item) => item.name) } };
+}
+
+export async function callTool(tool: ToolRow, args: Record<string, unknown>, fetch: OutboundFetch): Promise<unknown> {
+  const headers: Record<string, string> = { 'user-agent': 'AssistantPlatform/1.0 (tool call)', accept: 'application/json, text/plain;q=0.9' };
+  for (const header of tool.headers) headers[header.name] = header.value;
+  let url = tool.endpoint;
+  let body: string | undefined;
+  if (tool.method === 'GET' || tool.method === 'DELETE') {
+    const target = new URL(tool.endpoint);
+    for (const [key, value] of Object.entries(args)) target.searchParams.set(key, typeof value === 'string' ? value : JSON.stringify(value));
+    url = target.href;
+  } else {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(args);
+  }
+  try {
+    const response = await fetch(url, { method: tool.method, headers, body, timeoutMs: tool.timeout * 1000, maxBytes: RESULT_LIMIT });
+    const text = response.body.toString('utf8');
+    let result: unknown = text;
+    if ((response.headers['content-type'] ?? '').includes('json') && !response.truncated) {
+      try {
+        result = JSON.parse(text);
+      } catch {
+        result = text;
+      }
+    }
+    if (response.status < 200 || response.status >= 300) return { error: `The tool answered HTTP ${response.status}`, body: result };
+    return typeof result === 'string' ? { text: result, ...(response.truncated ? { truncated: true } : {}) } : result;
+  } catch (error) {
+    const message = error instanceof OutboundError ? error.message : 'The tool could not be called.';
+    return { error: /Timed out/.test(message) ? `The tool did not answer within ${tool.timeout} seconds` : message };
+  }
+}

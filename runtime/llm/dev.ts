@@ -1,0 +1,67 @@
+import type { FunctionDefinition, LlmEvent, LlmProvider } from './types.js';
+
+/**
+ * The development model: deterministic, no network, no key. It is named `dev` in the catalog and
+ * in logs, and never stands in for a configured provider that fails.
+ * - A user message that names a function (e.g. "check_order") calls it, with arguments made from
+ *   the message; `search_knowledgebase` is called for any other message when it is offered.
+ * - After function results it answers with them.
+ * - With knowledge in the system prompt it answers with the best passage.
+ * - Otherwise it acknowledges the message.
+ */
+
+export const KNOWLEDGE_MARKER = 'Relevant knowledge:';
+
+function argumentsFor(fn: FunctionDefinition, message: string): Record<string, unknown> {
+  const properties = (fn.parameters.properties ?? {}) as Record<string, { type?: string }>;
+  const numbers = message.match(/-?\d+(?:\.\d+)?/g) ?? [];
+  const args: Record<string, unknown> = {};
+  for (const [name, schema] of Object.entries(properties)) {
+    if (schema.type === 'number') args[name] = Number(numbers.shift() ?? 0);
+    else if (schema.type === 'boolean') args[name] = !/\b(no|not|false)\b/i.test(message);
+    else args[name] = message;
+  }
+  return args;
+}
+
+function words(text: string): LlmEvent[] {
+  return text.split(/(?<= )/).map((delta) => ({ type: 'text' as const, delta }));
+}
+
+export function createDevProvider(): LlmProvider {
+  let calls = 0;
+  return {
+    name: 'dev',
+    async *stream({ messages, functions }) {
+      const last = messages[messages.length - 1];
+      if (!last) return;
+      if (last.role === 'tool') {
+        const results: string[] = [];
+        for (let i = messages.length - 1; i >= 0 && messages[i]!.role === 'tool'; i--) results.unshift(messages[i]!.content ?? '');
+        yield* words(`Here is what I found: ${results.join(' ').slice(0, 600)}`);
+        return;
+      }
+      const text = last.content ?? '';
+      const lower = text.toLowerCase();
+      const named = functions.find((fn) => fn.name !== 'search_knowledgebase' && (lower.includes(fn.name) || lower.includes(fn.name.replace(/_/g, ' '))));
+      const search = functions.find((fn) => fn.name === 'search_knowledgebase');
+      const chosen = named ?? search;
+      if (chosen) {
+        calls++;
+        const args = chosen === search && !named ? { query: text } : argumentsFor(chosen, text);
+        yield { type: 'tool_calls', calls: [{ id: `call_dev_${calls}`, name: chosen.name, arguments: JSON.stringify(args) }] };
+        return;
+      }
+      const system = messages.find((m) => m.role === 'system')?.content ?? '';
+      const knowledge = system.indexOf(KNOWLEDGE_MARKER);
+      if (knowledge !== -1) {
+        const passage = system.slice(knowledge + KNOWLEDGE_MARKER.length).split(/\n\[\d+\] /)[1]?.split('\n[')[0]?.trim();
+        if (passage) {
+          yield* words(`According to our documents: ${passage}`);
+          return;
+        }
+      }
+      yield* words(`Thanks for your message. You wrote: "${text}"`);
+    },
+  };
+}

@@ -1,0 +1,24 @@
+import { boolean, integer, oneOf, record, text, uuid } from './rules.js';
+import { paginationQueryFields } from './pagination.js';
+import { compileSchema } from './validator.js';
+
+export const createConversationSchema = compileSchema<{ assistant_id: string; type?: 'widget' | 'test' | 'api'; variables?: Record<string, unknown> }>({
+  assistant_id: uuid({ description: 'The assistant UUID' }),
+  type: oneOf(['widget', 'test', 'api'], { optional: true, description: 'widget (default, charged), test (free), api (owner token; charged)' }),
+  variables: record({ optional: true }),
+});
+
+export const sendMessageSchema = compileSchema<{ message: string }>({
+  message: text({ max: 2000 }),
+});
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+export const listConversationsSchema = compileSchema<{ type?: 'test' | 'widget' | 'whatsapp' | 'api'; assistant_id?: number; date_from?: string; date_to?: string; per_page?: number; page?: number }>({
+  type: oneOf(['test', 'widget', 'whatsapp', 'api'], { optional: true }),
+  assistant_id: integer({ optional: true, min: 1 }),
+  date_from: text({ optional: true, pattern: DAY, patternMessage: 'The date from does not match the format Y-m-d.' }),
+  date_to: text({ optional: true, pattern: DAY, patternMessage: 'The date to does not match the format Y-m-d.' }),
+  ...paginationQueryFields,
+});
+
+export const aiSwitchSchema = compileSchema<{ ai_enabled: boolean }>({ ai_enabled: boolean() });

@@ -1,0 +1,262 @@
+/**
+ * Text conversations over HTTP with a local fake of an OpenAI-compatible API:
+ * 1. create: variables merged over the assistant's and rendered into the initial message (unknown
+ *    placeholders empty); history holds it; unknown assistant 404; `api` needs the owner's token.
+ * 2. a reply from the model; the system prompt carries the rendered variables; temperature passed.
+ * 3. a mid-call tool round trip: the model calls it, the tool endpoint gets the arguments, the model
+ *    gets the result, and history keeps {name, arguments, result}.
+ * 4. billing: 0.01 per widget message, test free; insufficient balance 402 on create and on send;
+ *    10 concurrent messages on separate conversations with 0.05 -> exactly 5 answered.
+ * 5. provider failure: 502 "Failed to process message: ...", the user message kept, nothing charged.
+ * 6. AI off: messages stored and charged, reply null.
+ * 7. messages on one conversation are answered strictly in order.
+ * 8. knowledge in function_call and prompt modes (dev model).
+ * 9. a new server process on the same database continues a conversation (rehydration).
+ * 10. listing with filters and the envelope; tenant isolation; validation.
+ */
+import t from 'tap';
+import { startFakeOpenAi } from './fakes/openai.js';
+import { withClient } from './helpers/database.js';
+import { startTestPlatform } from './helpers/platform.js';
+import { startSite } from './helpers/site.js';
+
+const fake = await startFakeOpenAi(t);
+const site = await startSite(t);
+const config = { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } }, outboundAllowPrivate: true };
+const api = await startTestPlatform(t, config);
+const owner = await api.user('Owner');
+const stranger = await api.user('Stranger');
+await api.credit(owner.id, 10);
+
+async function assistant(extra: Record<string, unknown> = {}, token = owner.token) {
+  const created = await api.request('POST', '/user/assistant', {
+    token,
+    body: {
+      name: 'Shop bot',
+      voice_id: 1,
+      language_id: 1,
+      type: 'outbound',
+      mode: 'pipeline',
+      timezone: 'UTC',
+      initial_message: 'Hi {{name}}, welcome to {{company}}{{missing}}!',
+      system_prompt: 'You work for {{company}}. The customer is {{name}}.',
+      llm_model_id: 1,
+      llm_temperature: 0.3,
+      variables: { company: 'Acme', name: 'friend' },
+      ...extra,
+    },
+  });
+  if (created.status !== 201) throw new Error(JSON.stringify(created.body));
+  return (await api.request('GET', `/user/assistant/${created.body.data.id}`, { token })).body.data as { id: number; uuid: string };
+}
+
+const start = (uuid: string, body: Record<string, unknown> = {}, token?: string) => api.request('POST', '/conversations', { token, body: { assistant_id: uuid, ...body } });
+const say = (id: string, message: string) => api.request('POST', `/conversations/${id}/messages`, { body: { message } });
+const balance = async (token = owner.token) => (await api.request('GET', '/user', { token })).body.data.balance as number;
+
+t.test('create and reply', async (t) => {
+  const bot = await assistant();
+  const created = await start(bot.uuid, { variables: { name: 'Ada' } });
+  t.equal(created.status, 200);
+  t.match(created.body, { status: true, conversation_id: /^[0-9a-f-]{36}$/, history: [{ role: 'assistant', content: 'Hi Ada, welcome to Acme!' }] });
+
+  fake.scriptChat({ text: 'Hello Ada, how can I help?' });
+  const before = await balance();
+  const reply = await say(created.body.conversation_id, 'Do you ship to Spain?');
+  t.same(reply.body, { status: true, message: 'Hello Ada, how can I help?', function_calls: [] });
+  t.equal(Math.round((before - (await balance())) * 100) / 100, 0.01, 'one widget message charged');
+  const request = fake.requests.at(-1)!.body;
+  t.match(request, { model: 'gpt-4o-mini', temperature: 0.3, stream: true });
+  t.same(request.messages[0], { role: 'system', content: 'You work for Acme. The customer is Ada.' });
+  t.same(request.messages.slice(1), [
+    { role: 'assistant', content: 'Hi Ada, welcome to Acme!' },
+    { role: 'user', content: 'Do you ship to Spain?' },
+  ]);
+
+  const history = await api.request('GET', `/conversations/${created.body.conversation_id}`);
+  t.same(history.body, {
+    status: true,
+    history: [
+      { role: 'assistant', content: 'Hi Ada, welcome to Acme!' },
+      { role: 'user', content: 'Do you ship to Spain?' },
+      { role: 'assistant', content: 'Hello Ada, how can I help?' },
+    ],
+  });
+
+  const unknown = await start('00000000-0000-4000-8000-000000000000');
+  t.same([unknown.status, unknown.body], [404, { status: false, error: 'Assistant not found' }]);
+  t.same((await api.request('GET', '/conversations/00000000-0000-4000-8000-000000000000')).body, { status: false, error: 'Conversation not found' });
+  t.same((await say('not-a-uuid', 'hi')).body, { status: false, error: 'Conversation not found' });
+  const invalid = await api.request('POST', `/conversations/${created.body.conversation_id}/messages`, { body: { message: 'x'.repeat(2001) } });
+  t.same(invalid.body.errors, { message: ['The message may not be greater than 2000 characters.'] });
+  t.equal((await start(bot.uuid, { type: 'api' })).status, 422, 'api type needs the owner token');
+  t.equal((await start(bot.uuid, { type: 'api' }, stranger.token)).status, 422);
+  t.match((await start(bot.uuid, { type: 'api' }, owner.token)).body, { status: true });
+});
+
+t.test('a mid-call tool round trip', async (t) => {
+  const calls: string[] = [];
+  site.route('/orders', (req) => {
+    calls.push(req.url ?? '');
+    return { type: 'application/json', body: JSON.stringify({ order: 'A-17', status: 'shipped' }) };
+  });
+  const tool = await api.request('POST', '/user/tools', {
+    token: owner.token,
+    body: { name: 'check_order', description: 'Look up an order', endpoint: `${site.origin}/orders`, method: 'GET', headers: [{ name: 'X-Key', value: 'k' }], schema: [{ name: 'order_id', type: 'string', description: 'Order number' }] },
+  });
+  const bot = await assistant({ tool_ids: [tool.body.data.id] });
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  fake.scriptChat({ toolCalls: [{ name: 'check_order', arguments: { order_id: 'A-17' } }] }, { text: 'Your order A-17 has shipped.' });
+  const reply = await say(conversation, 'Where is my order A-17?');
+  t.same(reply.body, { status: true, message: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }] });
+  t.same(calls, ['/orders?order_id=A-17']);
+  const first = fake.requests.at(-2)!.body;
+  t.same(first.tools[0].function, { name: 'check_order', description: 'Look up an order', parameters: { type: 'object', properties: { order_id: { type: 'string', description: 'Order number' } }, required: ['order_id'] } });
+  const second = fake.requests.at(-1)!.body.messages.slice(-2);
+  t.match(second[0], { role: 'assistant', tool_calls: [{ id: 'call_0_check_order', function: { name: 'check_order', arguments: '{"order_id":"A-17"}' } }] });
+  t.same(second[1], { role: 'tool', tool_call_id: 'call_0_check_order', content: '{"order":"A-17","status":"shipped"}' });
+  const history = (await api.request('GET', `/conversations/${conversation}`)).body.history;
+  t.same(history.at(-1), { role: 'assistant', content: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }] });
+});
+
+t.test('billing under concurrency and insufficient balance', async (t) => {
+  const poor = await api.user('Poor');
+  const bot = await assistant({}, poor.token);
+  const refused = await start(bot.uuid);
+  t.same([refused.status, refused.body], [402, { status: false, error: 'Insufficient balance. Please top up your account.' }]);
+  const test = await start(bot.uuid, { type: 'test' });
+  t.equal(test.status, 200, 'test conversations are free');
+  t.equal((await say(test.body.conversation_id, 'hi')).status, 200);
+
+  await api.credit(poor.id, 0.1);
+  const conversations = await Promise.all(Array.from({ length: 10 }, async () => (await start(bot.uuid)).body.conversation_id as string));
+  await api.request('POST', `/admin/users/${poor.id}/balance`, { token: 'test-admin-token-0123456789', body: { amount: -0.05, reason: 'leave 0.05' } });
+  const replies = await Promise.all(conversations.map((id) => say(id, 'hello')));
+  t.equal(replies.filter((r) => r.status === 200).length, 5, 'exactly five answered');
+  const refusedReplies = replies.filter((r) => r.status === 402);
+  t.equal(refusedReplies.length, 5);
+  t.same(refusedReplies[0]!.body, { status: false, error: 'Insufficient balance. Please top up your account.' });
+  t.equal(await balance(poor.token), 0);
+  const ledger = await withClient(api.databaseUrl, async (db) => (await db.query(`SELECT count(*)::int AS n FROM ledger_entries WHERE user_id = $1 AND kind = 'conversation_message'`, [poor.id])).rows[0].n);
+  t.equal(ledger, 5, 'one ledger entry per answered message, none twice');
+});
+
+t.test('provider failure keeps the message and charges nothing', async (t) => {
+  const bot = await assistant();
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  const before = await balance();
+  fake.scriptChat({ status: 500 }, { status: 500 });
+  const failed = await say(conversation, 'Are you there?');
+  t.equal(failed.status, 502);
+  t.match(failed.body, { status: false, error: /^Failed to process message: / });
+  t.equal(await balance(), before, 'nothing charged');
+  const history = (await api.request('GET', `/conversations/${conversation}`)).body.history;
+  t.same(history.at(-1), { role: 'user', content: 'Are you there?' }, 'the user message is kept');
+  const list = (await api.request('GET', '/user/conversations', { token: owner.token })).body.data.find((c: { id: string }) => c.id === conversation);
+  t.match(list, { total_cost: 0, message_count: 2 });
+  fake.scriptChat({ text: 'Back again.' });
+  t.equal((await say(conversation, 'Hello?')).body.message, 'Back again.', 'the conversation goes on');
+});
+
+t.test('AI off, then on', async (t) => {
+  const bot = await assistant();
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  const off = await api.request('PATCH', `/user/conversations/${conversation}`, { token: owner.token, body: { ai_enabled: false } });
+  t.match(off.body, { status: true, data: { ai_enabled: false } });
+  const before = await balance();
+  const requests = fake.requests.length;
+  const reply = await say(conversation, 'A human please');
+  t.same(reply.body, { status: true, message: null, function_calls: [] });
+  t.equal(fake.requests.length, requests, 'no model call');
+  t.equal(Math.round((before - (await balance())) * 100) / 100, 0.01, 'still charged');
+  t.equal((await api.request('PATCH', `/user/conversations/${conversation}`, { token: stranger.token, body: { ai_enabled: true } })).status, 404);
+  await api.request('PATCH', `/user/conversations/${conversation}`, { token: owner.token, body: { ai_enabled: true } });
+  fake.scriptChat({ text: 'I am back.' });
+  t.equal((await say(conversation, 'Bot?')).body.message, 'I am back.');
+});
+
+t.test('messages are answered in order', async (t) => {
+  const bot = await assistant();
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  fake.scriptChat({ text: 'first', delayMs: 150 }, { text: 'second' }, { text: 'third' });
+  const sent = ['one', 'two', 'three'];
+  const replies = await Promise.all(sent.map((text) => say(conversation, text)));
+  const history = (await api.request('GET', `/conversations/${conversation}`)).body.history.slice(1).map((m: { content: string }) => m.content);
+  // Whatever order the three requests arrived in, each message is followed by its own reply
+  // before the next message is taken: user, reply, user, reply...
+  t.same(history.filter((_: string, i: number) => i % 2 === 1), ['first', 'second', 'third'], 'replies in processing order');
+  t.same([...history.filter((_: string, i: number) => i % 2 === 0)].sort(), [...sent].sort(), 'never interleaved');
+  sent.forEach((text, i) => t.equal(replies[i]!.body.message, history[history.indexOf(text) + 1], `"${text}" got the reply that follows it`));
+});
+
+t.test('knowledge in both modes with the dev model', async (t) => {
+  const kb = (await api.request('POST', '/user/knowledgebases', { token: owner.token, body: { name: 'Policies' } })).body.data.id;
+  const form = new FormData();
+  form.set('name', 'Returns');
+  form.set('type', 'txt');
+  form.set('file', new Blob(['Returns are accepted within 30 days with a receipt.\n\nOur stores open at 8 am.']), 'returns.txt');
+  const doc = (await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: owner.token, raw: form })).body.data.id;
+  let status = 'processing';
+  while (status === 'processing') {
+    status = (await api.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: owner.token })).body.data.status;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+  }
+  const devModel = 6;
+  const functionMode = await assistant({ llm_model_id: devModel, knowledgebase_id: kb, knowledgebase_mode: 'function_call' });
+  const c1 = (await start(functionMode.uuid)).body.conversation_id;
+  const r1 = await say(c1, 'How many days do I have for returns?');
+  t.equal(r1.body.function_calls[0].name, 'search_knowledgebase');
+  t.match(r1.body.function_calls[0].result.passages[0].content, /30 days/);
+  t.match(r1.body.message, /30 days/);
+
+  const promptMode = await assistant({ llm_model_id: devModel, knowledgebase_id: kb, knowledgebase_mode: 'prompt' });
+  const c2 = (await start(promptMode.uuid)).body.conversation_id;
+  const r2 = await say(c2, 'When do stores open?');
+  t.same(r2.body.function_calls, []);
+  t.match(r2.body.message, /According to our documents: .*8 am/s);
+});
+
+t.test('a new server continues the conversation', async (t) => {
+  const bot = await assistant();
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  fake.scriptChat({ text: 'Noted: blue.' });
+  await say(conversation, 'My favourite colour is blue.');
+  const next = await startTestPlatform(t, { ...config, databaseUrl: api.databaseUrl });
+  fake.scriptChat({ text: 'It is blue.' });
+  const reply = await next.request('POST', `/conversations/${conversation}/messages`, { body: { message: 'What is my favourite colour?' } });
+  t.equal(reply.body.message, 'It is blue.');
+  const sent = fake.requests.at(-1)!.body.messages.map((m: { content: string }) => m.content);
+  t.ok(sent.includes('My favourite colour is blue.') && sent.includes('Noted: blue.'), 'the rebuilt actor sent the stored history');
+});
+
+t.test('listing', async (t) => {
+  const lister = await api.user('Lister');
+  await api.credit(lister.id, 5);
+  const a = await assistant({}, lister.token);
+  const b = await assistant({ name: 'Other bot' }, lister.token);
+  const ids = [(await start(a.uuid, { type: 'test' })).body.conversation_id, (await start(a.uuid)).body.conversation_id, (await start(b.uuid)).body.conversation_id];
+  fake.scriptChat({ text: 'ok' });
+  await say(ids[1]!, 'hello');
+  const all = await api.request('GET', '/user/conversations', { token: lister.token });
+  t.match(all.body, { current_page: 1, per_page: 15, total: 3, from: 1, to: 3, last_page: 1 });
+  t.same(all.body.data.map((c: { id: string }) => c.id), [...ids].reverse(), 'newest first');
+  const item = all.body.data.find((c: { id: string }) => c.id === ids[1]);
+  t.same(Object.keys(item).sort(), ['ai_enabled', 'assistant_id', 'assistant_name', 'created_at', 'id', 'message_count', 'total_cost', 'type', 'updated_at']);
+  t.match(item, { assistant_id: a.uuid, assistant_name: 'Shop bot', type: 'widget', message_count: 3, total_cost: 0.01, ai_enabled: true, created_at: /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/ });
+
+  t.equal((await api.request('GET', '/user/conversations?type=test', { token: lister.token })).body.total, 1);
+  t.equal((await api.request('GET', `/user/conversations?assistant_id=${b.id}`, { token: lister.token })).body.total, 1);
+  const today = new Date().toISOString().slice(0, 10);
+  t.equal((await api.request('GET', `/user/conversations?date_from=${today}&date_to=${today}`, { token: lister.token })).body.total, 3);
+  t.equal((await api.request('GET', '/user/conversations?date_to=2000-01-01', { token: lister.token })).body.total, 0);
+  const paged = await api.request('GET', '/user/conversations?per_page=2&page=2&type=widget', { token: lister.token });
+  t.match(paged.body, { current_page: 2, per_page: 2, total: 2, from: null, data: [] });
+  t.match(paged.body.first_page_url, /\/api\/user\/conversations\?per_page=2&page=1&type=widget$/);
+
+  const foreign = await api.request('GET', `/user/conversations?assistant_id=${a.id}`, { token: stranger.token });
+  t.same([foreign.status, foreign.body.errors], [422, { assistant_id: ['The selected assistant id is invalid.'] }]);
+  t.equal((await api.request('GET', '/user/conversations', { token: stranger.token })).body.total, 0, 'another user sees none');
+  for (const query of ['per_page=0', 'per_page=101', 'type=sms', 'date_from=2026-02-30', 'date_to=yesterday', 'page=0']) {
+    t.equal((await api.request('GET', `/user/conversations?${query}`, { token: lister.token })).status, 422, query);
+  }
+});
