@@ -15,6 +15,7 @@ import { assistantRoutes } from './routes/assistants.js';
 import { phoneNumberRoutes } from './routes/phoneNumbers.js';
 import { conversationRoutes } from './routes/conversations.js';
 import { createRateLimiter } from '../runtime/rateLimit.js';
+import { conversationSocket } from './sockets/conversation.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 
 export interface AppDeps {
@@ -27,6 +28,8 @@ export interface AppDeps {
 export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpServer; router: Router } {
   const { services } = runtime;
   const router = new Router();
+  const perIp = createRateLimiter(config.rateLimits.perIp);
+  const perConversation = createRateLimiter(config.rateLimits.perConversation);
   const routes = [
     ...healthRoutes(() => runtime.isHealthy()),
     ...authRoutes(services.auth),
@@ -36,11 +39,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...catalogRoutes(services.catalog),
     ...assistantRoutes(services.assistants),
     ...phoneNumberRoutes(services.phoneNumbers),
-    ...conversationRoutes(
-      services.conversations,
-      { perIp: createRateLimiter(config.rateLimits.perIp), perConversation: createRateLimiter(config.rateLimits.perConversation) },
-      config.publicUrl,
-    ),
+    ...conversationRoutes(services.conversations, { perIp, perConversation }, config.publicUrl),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);
@@ -78,6 +77,9 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
       : undefined,
     jsonBodyLimit: config.jsonBodyLimit,
     multipartBodyLimit: config.multipartBodyLimit,
+    sockets: (app) => {
+      conversationSocket(app, { conversations: services.conversations, engine: services.conversationEngine, limiter: perConversation, logger });
+    },
   });
   return { server, router };
 }

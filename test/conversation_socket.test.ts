@@ -1,0 +1,125 @@
+/**
+ * The realtime widget socket:
+ * 1. two sockets on one conversation both receive the streamed reply (deltas, then the stored
+ *    user and assistant messages), whether the message came over a socket or over REST.
+ * 2. function calls are streamed as their own frames.
+ * 3. malformed frames (not JSON, unknown type, empty text, binary) get an error frame and the
+ *    socket stays usable; a failure of the reply is an error frame too.
+ * 4. an unknown conversation is refused at the upgrade.
+ */
+import t from 'tap';
+import WebSocket from 'ws';
+import { startFakeOpenAi } from './fakes/openai.js';
+import { startTestPlatform } from './helpers/platform.js';
+
+const fake = await startFakeOpenAi(t);
+const api = await startTestPlatform(t, { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } });
+const owner = await api.user();
+await api.credit(owner.id, 5);
+const created = await api.request('POST', '/user/assistant', {
+  token: owner.token,
+  body: { name: 'Bot', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 1 },
+});
+const uuid = (await api.request('GET', `/user/assistant/${created.body.data.id}`, { token: owner.token })).body.data.uuid;
+
+interface Client {
+  readonly socket: WebSocket;
+  readonly frames: any[];
+  /** Resolves with the first frame (from now on, or already received) that matches. */
+  next(match: (frame: any) => boolean): Promise<any>;
+}
+
+async function connect(conversation: string): Promise<Client> {
+  const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`);
+  const frames: any[] = [];
+  const waiters: Array<{ match: (f: any) => boolean; resolve: (f: any) => void }> = [];
+  socket.on('message', (data) => {
+    const frame = JSON.parse(data.toString());
+    frames.push(frame);
+    for (const waiter of [...waiters]) if (waiter.match(frame)) {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      waiter.resolve(frame);
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  t.teardown(() => socket.close());
+  return {
+    socket,
+    frames,
+    next: (match) => new Promise((resolve) => {
+      const seen = frames.find(match);
+      if (seen) resolve(seen);
+      else waiters.push({ match, resolve });
+    }),
+  };
+}
+
+const conversation = async () => (await api.request('POST', '/conversations', { body: { assistant_id: uuid } })).body.conversation_id as string;
+
+t.test('two sockets receive the stream', async (t) => {
+  const id = await conversation();
+  const [a, b] = await Promise.all([connect(id), connect(id)]);
+  fake.scriptChat({ text: 'Hello there, friend.' });
+  a.socket.send(JSON.stringify({ type: 'message', text: 'Hi!' }));
+  for (const client of [a, b]) {
+    const reply = await client.next((f) => f.type === 'message' && f.role === 'assistant');
+    t.same(reply, { type: 'message', role: 'assistant', content: 'Hello there, friend.', function_calls: [] });
+    const deltas = client.frames.filter((f) => f.type === 'delta').map((f) => f.text);
+    t.ok(deltas.length >= 2, 'streamed in pieces');
+    t.equal(deltas.join(''), 'Hello there, friend.');
+    t.same(client.frames.find((f) => f.type === 'message' && f.role === 'user'), { type: 'message', role: 'user', content: 'Hi!', function_calls: [] });
+  }
+  fake.scriptChat({ text: 'Via REST.' });
+  await api.request('POST', `/conversations/${id}/messages`, { body: { message: 'rest message' } });
+  t.match(await b.next((f) => f.type === 'message' && f.content === 'Via REST.'), { role: 'assistant' }, 'REST messages stream to sockets too');
+});
+
+t.test('function calls stream as frames', async (t) => {
+  const tool = await api.request('POST', '/user/tools', { token: owner.token, body: { name: 'lookup', description: 'Look up', endpoint: 'http://127.0.0.1:9/lookup', method: 'POST' } });
+  await api.request('PUT', `/user/assistant/${created.body.data.id}`, { token: owner.token, body: { tool_ids: [tool.body.data.id] } });
+  const id = await conversation();
+  const client = await connect(id);
+  fake.scriptChat({ toolCalls: [{ name: 'lookup', arguments: {} }] }, { text: 'The lookup failed.' });
+  client.socket.send(JSON.stringify({ type: 'message', text: 'look it up' }));
+  const call = await client.next((f) => f.type === 'function_call');
+  t.match(call, { name: 'lookup', arguments: {}, result: { error: /private or reserved/ } }, 'the guard refused the loopback endpoint; the model was told');
+  t.match(await client.next((f) => f.type === 'message' && f.role === 'assistant'), { content: 'The lookup failed.', function_calls: [{ name: 'lookup' }] });
+});
+
+t.test('bad frames and failures are error frames', async (t) => {
+  const id = await conversation();
+  const client = await connect(id);
+  const errors = () => client.frames.filter((f) => f.type === 'error').length;
+  for (const [frame, pattern] of [
+    ['not json', /not valid JSON/],
+    [JSON.stringify({ type: 'dance' }), /Unknown frame type/],
+    [JSON.stringify({ type: 'message', text: '' }), /1 to 2000/],
+    [JSON.stringify({ type: 'message', text: 'x'.repeat(2001) }), /1 to 2000/],
+  ] as const) {
+    const count = errors();
+    client.socket.send(frame);
+    const error = await client.next((f) => f.type === 'error' && client.frames.filter((g) => g.type === 'error').length > count);
+    t.match(error.error, pattern);
+  }
+  client.socket.send(Buffer.from([1, 2, 3]));
+  t.match(await client.next((f) => f.type === 'error' && /JSON text/.test(f.error)), { type: 'error' });
+
+  fake.scriptChat({ status: 500 }, { status: 500 });
+  client.socket.send(JSON.stringify({ type: 'message', text: 'anyone?' }));
+  t.match(await client.next((f) => f.type === 'error' && /Failed to process message/.test(f.error)), { type: 'error' });
+  fake.scriptChat({ text: 'Still here.' });
+  client.socket.send(JSON.stringify({ type: 'message', text: 'and now?' }));
+  t.match(await client.next((f) => f.type === 'message' && f.content === 'Still here.'), { role: 'assistant' }, 'the socket stays usable');
+});
+
+t.test('unknown conversations are refused', async (t) => {
+  const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/00000000-0000-4000-8000-000000000000`);
+  const status = await new Promise<number>((resolve) => {
+    socket.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    socket.on('open', () => resolve(101));
+  });
+  t.equal(status, 404);
+});
