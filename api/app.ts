@@ -16,6 +16,7 @@ import { phoneNumberRoutes } from './routes/phoneNumbers.js';
 import { conversationRoutes } from './routes/conversations.js';
 import { createRateLimiter } from '../runtime/rateLimit.js';
 import { conversationSocket } from './sockets/conversation.js';
+import { widgetRoutes } from './routes/widget.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 
 export interface AppDeps {
@@ -40,6 +41,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...assistantRoutes(services.assistants),
     ...phoneNumberRoutes(services.phoneNumbers),
     ...conversationRoutes(services.conversations, { perIp, perConversation }, config.publicUrl),
+    ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

@@ -116,6 +116,11 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
       return row;
     },
 
+    /** Whether an assistant with this public UUID exists (the widget page). */
+    async assistantExists(uuid: string): Promise<boolean> {
+      return (await findAssistantByUuid(pool, uuid)) !== null;
+    },
+
     /** Assistant ownership check for the listing filter. */
     async assistantOwned(userId: number, assistantId: number): Promise<boolean> {
       return (await findAssistant(pool, userId, assistantId)) !== null;
