@@ -51,7 +51,7 @@ export function createWorkerPool(size: number, options: { maxHeapMb?: number } =
   const run = <T>(name: string, input: unknown, timeoutMs: number, transferList?: ArrayBuffer[]): Promise<T> =>
     pool.run(input, { name, signal: AbortSignal.timeout(timeoutMs), transferList });
   return {
-    inspectUpload(input, timeoutMs = 10_000) {
+    inspectUpload(input, timeoutMs = 30_000) {
       const bytes = transferable(input.bytes);
       return run('inspectUpload', { type: input.type, bytes }, timeoutMs, [bytes.buffer as ArrayBuffer]);
     },

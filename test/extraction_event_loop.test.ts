@@ -23,6 +23,7 @@ async function ingest(name: string, bytes: Uint8Array): Promise<{ id: number; st
   form.set('type', 'pdf');
   form.set('file', new Blob([bytes]), `${name}.pdf`);
   const created = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: user.token, raw: form });
+  if (created.status !== 201) throw new Error(`upload refused: ${created.status} ${JSON.stringify(created.body)}`);
   let status = 'processing';
   let polls = 0;
   while (status === 'processing') {
