@@ -1,7 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { sql, type DatabasePool } from 'slonik';
+import type { DatabasePool } from 'slonik';
 import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
-import { z } from 'zod';
 import type { AssistantRow } from '../assistants/repository.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError } from '../errors.js';
@@ -13,9 +12,9 @@ import { LlmError, type ChatMessage, type LlmProvider, type ToolCall } from '../
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
-import type { ToolRow } from '../tools/repository.js';
+import { listAssistantTools, type ToolRow } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
-import { clearMessageCost, insertMessage, listMessages, type ConversationRow } from './repository.js';
+import { clearMessageCost, insertMessage, listMessages, lockConversation, type ConversationRow } from './repository.js';
 import { SEARCH_FUNCTION, callTool, toolFunction } from './tools.js';
 
 /**
@@ -49,23 +48,6 @@ export interface EngineDeps {
   readonly idleMs?: number;
 }
 
-const assistantToolsQuery = (assistantId: number) => sql.type(
-  z.object({
-    id: z.number(),
-    name: z.string(),
-    description: z.string(),
-    endpoint: z.string(),
-    method: z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']),
-    timeout: z.number(),
-    headers: z.array(z.object({ name: z.string(), value: z.string() })),
-    schema: z.array(z.object({ name: z.string(), type: z.enum(['string', 'number', 'boolean']), description: z.string() })),
-    created_at: z.string(),
-    updated_at: z.string(),
-  }),
-)`
-  SELECT t.id, t.name, t.description, t.endpoint, t.method, t.timeout, t.headers, t.schema, t.created_at, t.updated_at
-  FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = ${assistantId} ORDER BY t.id`;
-
 export function createConversationEngine(deps: EngineDeps) {
   const { pool, logger } = deps;
   const idleMs = deps.idleMs ?? 10 * 60 * 1000;
@@ -98,10 +80,10 @@ export function createConversationEngine(deps: EngineDeps) {
   }
 
   async function load(conversation: ConversationRow, assistant: AssistantRow): Promise<Live> {
-    const tools = await pool.any(assistantToolsQuery(assistant.id));
-    const toolMap = new Map(tools.map((tool) => [tool.name, tool as ToolRow]));
+    const tools = await listAssistantTools(pool, assistant.id);
+    const toolMap = new Map(tools.map((tool) => [tool.name, tool]));
     const variables = { ...assistant.variables, ...conversation.variables };
-    const functions = tools.map((tool) => toolFunction(tool as ToolRow));
+    const functions = tools.map(toolFunction);
     const kbId = assistant.knowledgebase_id ?? undefined;
     if (kbId !== undefined && assistant.knowledgebase_mode === 'function_call') functions.push(SEARCH_FUNCTION);
     const history: ChatMessage[] = (await listMessages(pool, conversation.id)).map((m) => ({ role: m.role, content: m.content }));
@@ -123,9 +105,7 @@ export function createConversationEngine(deps: EngineDeps) {
         accept: fromPromise(async ({ input }: { input: { setup: ConversationSetup; job: Job } }) => {
           const { setup: s, job } = input;
           const accepted = await pool.transaction(async (tx) => {
-            // Locks the conversation for this message across processes, and reads the switch fresh.
-            const aiEnabled = await tx.oneFirst(sql.type(z.object({ ai_enabled: z.boolean() }))`
-              SELECT ai_enabled FROM conversations WHERE id = ${s.conversationId} FOR UPDATE`);
+            const aiEnabled = await lockConversation(tx, s.conversationId);
             const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'user', content: job.text, cost: s.price });
             if (s.price > 0) {
               await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });

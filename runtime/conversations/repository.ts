@@ -115,3 +115,11 @@ export async function listConversations(
   ]);
   return { items, total };
 }
+
+/**
+ * Locks the conversation row until the transaction ends (one message at a time, across
+ * processes) and reads whether AI replies are on.
+ */
+export async function lockConversation(db: CommonQueryMethods, id: string): Promise<boolean> {
+  return db.oneFirst(sql.type(z.object({ ai_enabled: z.boolean() }))`SELECT ai_enabled FROM conversations WHERE id = ${id} FOR UPDATE`);
+}

@@ -62,3 +62,10 @@ export async function deleteTool(db: CommonQueryMethods, userId: number, id: num
   const result = await db.query(sql.unsafe`DELETE FROM tools WHERE id = ${id} AND user_id = ${userId}`);
   return result.rowCount > 0;
 }
+
+/** The mid-call tools attached to an assistant. */
+export async function listAssistantTools(db: CommonQueryMethods, assistantId: number): Promise<readonly ToolRow[]> {
+  return db.any(sql.type(toolRow)`
+    SELECT t.id, t.name, t.description, t.endpoint, t.method, t.timeout, t.headers, t.schema, t.created_at, t.updated_at
+    FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = ${assistantId} ORDER BY t.id`);
+}
