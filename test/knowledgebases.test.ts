@@ -82,7 +82,7 @@ t.test('documents: website and files', async (t) => {
   t.match(txt.body.data, { type_label: 'TXT' });
 
   const kbNow = await api.request('GET', `/user/knowledgebases/${kb}`, { token: alice.token });
-  t.match(kbNow.body.data, { status: 'processing', status_label: 'Processing', documents_count: 4 });
+  t.match(kbNow.body.data, { status: /^(processing|active|failed)$/, documents_count: 4 }, 'recomputed from its documents, which ingestion may already be settling');
 
   const stored = await withClient(api.databaseUrl, async (db) =>
     (await db.query('SELECT d.id, d.source, j.status FROM documents d JOIN document_jobs j ON j.document_id = d.id WHERE d.knowledgebase_id = $1 ORDER BY d.id', [kb])).rows,
@@ -95,7 +95,8 @@ t.test('documents: website and files', async (t) => {
   await access(join(api.config.dataDir, stored[2].source.path));
 
   const doc = await api.request('GET', `/user/knowledgebases/${kb}/documents/${pdf.body.data.id}`, { token: alice.token });
-  t.match(doc.body.data, { id: pdf.body.data.id, name: 'Manual', description: 'v2', status: 'processing', error: null, created_at: iso, updated_at: iso });
+  // Ingestion runs in the background and may already have settled this (invalid) PDF.
+  t.match(doc.body.data, { id: pdf.body.data.id, name: 'Manual', description: 'v2', status: /^(processing|failed)$/, created_at: iso, updated_at: iso });
   const all = await api.request('GET', `/user/knowledgebases/${kb}/documents`, { token: alice.token });
   t.equal(all.body.data.length, 4);
 });
