@@ -17,6 +17,7 @@ import { conversationRoutes } from './routes/conversations.js';
 import { createRateLimiter } from '../runtime/rateLimit.js';
 import { conversationSocket } from './sockets/conversation.js';
 import { widgetRoutes } from './routes/widget.js';
+import { callRoutes } from './routes/calls.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 
 export interface AppDeps {
@@ -42,6 +43,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...phoneNumberRoutes(services.phoneNumbers),
     ...conversationRoutes(services.conversations, { perIp, perConversation }, config.publicUrl),
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
+    ...callRoutes(services.calls, config.publicUrl),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

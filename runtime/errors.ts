@@ -20,6 +20,7 @@ export const errorRegistry = {
   assistant_not_found: { status: 404, message: 'Assistant not found' },
   phone_number_not_found: { status: 404, message: 'Phone number not found.' },
   conversation_not_found: { status: 404, message: 'Conversation not found' },
+  call_not_found: { status: 404, message: 'Call not found' },
   provider_failed: { status: 502, message: 'Failed to process message.' },
   tool_limit_reached: { status: 403, message: 'You have reached the maximum of mid-call tools allowed on your plan. Please upgrade your plan to create more.' },
   method_not_allowed: { status: 405, message: 'Method not allowed.' },

@@ -24,6 +24,7 @@ import { createSearchIndex } from './search/index.js';
 import { createLlmRegistry } from './llm/registry.js';
 import { createConversationEngine, type ConversationEngine } from './conversations/engine.js';
 import { createConversationService } from './conversations/service.js';
+import { createCallService } from './calls/service.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -49,6 +50,7 @@ export interface Services {
   readonly assistants: ReturnType<typeof createAssistantService>;
   readonly phoneNumbers: ReturnType<typeof createPhoneNumberService>;
   readonly conversations: ReturnType<typeof createConversationService>;
+  readonly calls: ReturnType<typeof createCallService>;
   /** Live conversation actors and their event streams (the widget socket subscribes here). */
   readonly conversationEngine: ConversationEngine;
 }
@@ -120,6 +122,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     assistants: createAssistantService({ pool: db, catalog, logger }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
+    calls: createCallService({ pool: db }),
     conversationEngine,
   };
 

@@ -1,6 +1,7 @@
 import type { ConversationService } from '../../runtime/conversations/service.js';
 import { PlatformError, ValidationError } from '../../runtime/errors.js';
 import type { RateLimiter } from '../../runtime/rateLimit.js';
+import { checkRealDay } from '../../schemas/dates.js';
 import { DEFAULT_PER_PAGE } from '../../schemas/pagination.js';
 import { aiSwitchSchema, createConversationSchema, listConversationsSchema, sendMessageSchema } from '../../schemas/conversations.js';
 import { paginate } from '../http/pagination.js';
@@ -19,14 +20,6 @@ export interface ConversationLimits {
 function limit(limiter: RateLimiter, key: string): void {
   const verdict = limiter.take(key);
   if (!verdict.ok) throw new PlatformError('too_many_requests', { headers: { 'Retry-After': String(verdict.retryAfterSeconds) } });
-}
-
-function realDay(field: string, value: string | undefined): void {
-  if (value === undefined) return;
-  const parsed = new Date(`${value}T00:00:00Z`);
-  if (Number.isNaN(parsed.getTime()) || parsed.toISOString().slice(0, 10) !== value) {
-    throw ValidationError.field(field, `The ${field.replace(/_/g, ' ')} is not a valid date.`);
-  }
 }
 
 export function conversationRoutes(conversations: ConversationService, limits: ConversationLimits, publicUrl: string): RouteDefinition[] {
@@ -86,8 +79,8 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       async handler(req) {
         const owner = userId(req);
         const query = listConversationsSchema(req.query);
-        realDay('date_from', query.date_from);
-        realDay('date_to', query.date_to);
+        checkRealDay('date_from', query.date_from);
+        checkRealDay('date_to', query.date_to);
         if (query.assistant_id !== undefined && !(await conversations.assistantOwned(owner, query.assistant_id))) {
           throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
         }

@@ -1,0 +1,71 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { CALL_STATUSES, type CallStatus } from '../../schemas/calls.js';
+
+
+export const callRow = z.object({
+  id: z.number(),
+  user_id: z.number(),
+  assistant_id: z.number().nullable(),
+  assistant_name: z.string(),
+  campaign_id: z.number().nullable(),
+  campaign_name: z.string().nullable(),
+  type: z.enum(['inbound', 'outbound', 'web']),
+  duration: z.number(),
+  assistant_phone_number: z.string().nullable(),
+  client_phone_number: z.string().nullable(),
+  status: z.enum(CALL_STATUSES),
+  transcript: z.string(),
+  variables: z.record(z.unknown()),
+  evaluation: z.record(z.unknown()).nullable(),
+  webhook_response: z.record(z.unknown()).nullable(),
+  carrier_cost: z.number(),
+  total_cost: z.number(),
+  answered_by: z.enum(['human', 'machine', 'unknown']).nullable(),
+  recording_path: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type CallRow = z.infer<typeof callRow>;
+
+const callSelect = sql.fragment`
+  SELECT c.id, c.user_id, c.assistant_id, c.assistant_name, c.campaign_id, g.name AS campaign_name, c.type, c.duration,
+    c.assistant_phone_number, c.client_phone_number, c.status, c.transcript, c.variables, c.evaluation, c.webhook_response,
+    c.carrier_cost, c.total_cost, c.answered_by, c.recording_path, c.created_at, c.updated_at
+  FROM calls c LEFT JOIN campaigns g ON g.id = c.campaign_id`;
+
+export interface CallFilters {
+  readonly status?: CallStatus;
+  readonly type?: 'inbound' | 'outbound' | 'web';
+  readonly phoneNumber?: string;
+  readonly assistantId?: number;
+  readonly campaignId?: number;
+  /** Inclusive UTC days. */
+  readonly dateFrom?: string;
+  readonly dateTo?: string;
+}
+
+export async function findCall(db: CommonQueryMethods, userId: number, id: number): Promise<CallRow | null> {
+  return db.maybeOne(sql.type(callRow)`${callSelect} WHERE c.id = ${id} AND c.user_id = ${userId}`);
+}
+
+export async function listCalls(db: CommonQueryMethods, userId: number, filters: CallFilters, page: number, perPage: number): Promise<{ items: readonly CallRow[]; total: number }> {
+  const conditions = [sql.fragment`c.user_id = ${userId}`];
+  if (filters.status) conditions.push(sql.fragment`c.status = ${filters.status}`);
+  if (filters.type) conditions.push(sql.fragment`c.type = ${filters.type}`);
+  if (filters.phoneNumber) conditions.push(sql.fragment`c.client_phone_number = ${filters.phoneNumber}`);
+  if (filters.assistantId !== undefined) conditions.push(sql.fragment`c.assistant_id = ${filters.assistantId}`);
+  if (filters.campaignId !== undefined) conditions.push(sql.fragment`c.campaign_id = ${filters.campaignId}`);
+  if (filters.dateFrom) conditions.push(sql.fragment`c.created_at >= (${filters.dateFrom}::date)::timestamp AT TIME ZONE 'UTC'`);
+  if (filters.dateTo) conditions.push(sql.fragment`c.created_at < ((${filters.dateTo}::date + 1)::timestamp AT TIME ZONE 'UTC')`);
+  const where = sql.join(conditions, sql.fragment` AND `);
+  const [items, total] = await Promise.all([
+    db.any(sql.type(callRow)`${callSelect} WHERE ${where} ORDER BY c.created_at DESC, c.id DESC LIMIT ${perPage} OFFSET ${(page - 1) * perPage}`),
+    db.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM calls c WHERE ${where}`),
+  ]);
+  return { items, total };
+}
+
+export async function campaignOwned(db: CommonQueryMethods, userId: number, id: number): Promise<boolean> {
+  return db.exists(sql.unsafe`SELECT 1 FROM campaigns WHERE id = ${id} AND user_id = ${userId}`);
+}

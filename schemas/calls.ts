@@ -1,0 +1,31 @@
+import { integer, oneOf, text } from './rules.js';
+import { paginationQueryFields } from './pagination.js';
+import { compileSchema } from './validator.js';
+
+export const CALL_STATUSES = ['initiated', 'ringing', 'busy', 'in-progress', 'ended', 'completed', 'ended_by_customer', 'ended_by_assistant', 'no-answer', 'failed'] as const;
+export type CallStatus = (typeof CALL_STATUSES)[number];
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+export interface ListCallsQuery {
+  status?: CallStatus;
+  type?: 'inbound' | 'outbound' | 'web';
+  phone_number?: string;
+  assistant_id?: number;
+  campaign_id?: number;
+  date_from?: string;
+  date_to?: string;
+  per_page?: number;
+  page?: number;
+}
+
+export const listCallsSchema = compileSchema<ListCallsQuery>({
+  status: oneOf(CALL_STATUSES, { optional: true }),
+  type: oneOf(['inbound', 'outbound', 'web'], { optional: true }),
+  phone_number: text({ optional: true, max: 32, description: 'Client phone number' }),
+  assistant_id: integer({ optional: true, min: 1 }),
+  campaign_id: integer({ optional: true, min: 1 }),
+  date_from: text({ optional: true, pattern: DAY, patternMessage: 'The date from does not match the format Y-m-d.' }),
+  date_to: text({ optional: true, pattern: DAY, patternMessage: 'The date to does not match the format Y-m-d.' }),
+  ...paginationQueryFields,
+});
