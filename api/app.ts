@@ -18,6 +18,7 @@ import { createRateLimiter } from '../runtime/rateLimit.js';
 import { conversationSocket } from './sockets/conversation.js';
 import { widgetRoutes } from './routes/widget.js';
 import { callRoutes } from './routes/calls.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 
 export interface AppDeps {
@@ -44,6 +45,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...conversationRoutes(services.conversations, { perIp, perConversation }, config.publicUrl),
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
     ...callRoutes(services.calls, config.publicUrl),
+    ...webhookRoutes(services.webhooks),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

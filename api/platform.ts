@@ -1,9 +1,11 @@
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/logger.js';
-import { startRuntime } from '../runtime/platform.js';
+import { startRuntime, type Runtime } from '../runtime/platform.js';
 import { buildApp } from './app.js';
 
 export interface RunningPlatform {
+  /** The storage and services underneath, for the composition root and white-box tests. */
+  readonly runtime: Runtime;
   readonly port: number;
   /** `http://HOST:PORT` as bound (the port resolved when 0 was asked for). */
   readonly origin: string;
@@ -25,6 +27,7 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Run
   logger.info({ host: config.host, port, publicUrl: config.publicUrl }, 'platform listening');
   let closing: Promise<void> | undefined;
   return {
+    runtime,
     port,
     origin: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
     close() {

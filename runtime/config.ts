@@ -55,6 +55,8 @@ export interface Config {
     readonly perIp: { readonly capacity: number; readonly perMinute: number };
     readonly perConversation: { readonly capacity: number; readonly perMinute: number };
   };
+  /** Delays before webhook attempts 2..8 in milliseconds (tests shorten them). @defaultValue 30 s ... 6 h */
+  readonly webhookRetryDelaysMs: readonly number[] | undefined;
   /** Documents ingested at once per process. @defaultValue 2 */
   readonly ingestionConcurrency: number;
   /** How long a claimed ingestion job is leased before another process may take it over. @defaultValue 120 000 ms */
@@ -189,6 +191,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     outboundAllowHosts: overrides.outboundAllowHosts ?? (text(env, 'OUTBOUND_ALLOW_HOSTS') ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),
     embeddings: overrides.embeddings ?? embeddingsConfig(env),
     llmProviders: overrides.llmProviders ?? llmProvidersConfig(env),
+    webhookRetryDelaysMs: overrides.webhookRetryDelaysMs,
     rateLimits: overrides.rateLimits ?? {
       perIp: { capacity: 60, perMinute: integer(env, 'RATE_LIMIT_PER_IP_PER_MINUTE', 1, 100_000, 120) },
       perConversation: { capacity: 10, perMinute: integer(env, 'RATE_LIMIT_PER_CONVERSATION_PER_MINUTE', 1, 100_000, 20) },

@@ -21,6 +21,7 @@ export const errorRegistry = {
   phone_number_not_found: { status: 404, message: 'Phone number not found.' },
   conversation_not_found: { status: 404, message: 'Conversation not found' },
   call_not_found: { status: 404, message: 'Call not found' },
+  webhook_delivery_not_found: { status: 404, message: 'Webhook delivery not found.' },
   provider_failed: { status: 502, message: 'Failed to process message.' },
   tool_limit_reached: { status: 403, message: 'You have reached the maximum of mid-call tools allowed on your plan. Please upgrade your plan to create more.' },
   method_not_allowed: { status: 405, message: 'Method not allowed.' },

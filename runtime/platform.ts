@@ -25,6 +25,8 @@ import { createLlmRegistry } from './llm/registry.js';
 import { createConversationEngine, type ConversationEngine } from './conversations/engine.js';
 import { createConversationService } from './conversations/service.js';
 import { createCallService } from './calls/service.js';
+import { createWebhookWorker } from './webhooks/outbox.js';
+import { createWebhookService } from './webhooks/service.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -35,6 +37,7 @@ export interface Runtime {
   /** Fetches user-supplied URLs through the outbound guard. */
   readonly outbound: OutboundFetch;
   readonly services: Services;
+  wakeWebhooks(): void;
   /** True when the database answers within a second. */
   isHealthy(): Promise<boolean>;
   stop(): Promise<void>;
@@ -51,6 +54,7 @@ export interface Services {
   readonly phoneNumbers: ReturnType<typeof createPhoneNumberService>;
   readonly conversations: ReturnType<typeof createConversationService>;
   readonly calls: ReturnType<typeof createCallService>;
+  readonly webhooks: ReturnType<typeof createWebhookService>;
   /** Live conversation actors and their event streams (the widget socket subscribes here). */
   readonly conversationEngine: ConversationEngine;
 }
@@ -102,6 +106,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     leaseMs: config.ingestionLeaseMs,
   });
 
+  const webhookWorker = createWebhookWorker({ pool: db, fetch: outbound, logger: logger.child({ component: 'webhooks' }), retryDelaysMs: config.webhookRetryDelaysMs });
   const catalog = createCatalogService({ pool: db });
   const knowledge = createKnowledgeService({ pool: db, workers, index, embedder, dataDir: config.dataDir, logger, onEnqueued: () => ingestion.wake() });
   const conversationEngine = createConversationEngine({
@@ -123,10 +128,12 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
     calls: createCallService({ pool: db }),
+    webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
   };
 
   ingestion.start();
+  webhookWorker.start();
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
 
   return {
@@ -141,7 +148,10 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
       const timeout = new Promise<boolean>((resolveTimeout) => setTimeout(resolveTimeout, 1000, false).unref());
       return Promise.race([probe, timeout]);
     },
+    /** A call just ended and its webhook was queued: deliver without waiting for the next poll. */
+    wakeWebhooks: () => webhookWorker.wake(),
     async stop() {
+      await webhookWorker.stop();
       conversationEngine.stop();
       await ingestion.stop();
       await workers.close();

@@ -20,6 +20,7 @@ import {
   type AssistantRow,
   type AssistantSettings,
 } from './repository.js';
+import { cancelPendingDeliveries } from '../webhooks/outbox.js';
 import { checkOwnership, checkSettings, fillProviders, resetForMode, settingDefaults } from './rules.js';
 
 const VALIDATION_FAILED = 'Validation failed';
@@ -139,9 +140,12 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
       logger.info({ userId, assistantId: id }, 'assistant deleted');
     },
 
-    /** Stops webhook POSTs: `is_webhook_active` false and `webhook_url` null. */
+    /** Stops webhook POSTs: `is_webhook_active` false, `webhook_url` null, pending deliveries cancelled. */
     async disableWebhook(userId: number, id: number): Promise<void> {
-      if (!(await setWebhook(pool, userId, id, null))) throw new PlatformError('assistant_not_found');
+      await pool.transaction(async (tx) => {
+        if (!(await setWebhook(tx, userId, id, null))) throw new PlatformError('assistant_not_found');
+        await cancelPendingDeliveries(tx, userId, id);
+      });
     },
 
     async enableWebhook(userId: number, id: number, url: string): Promise<void> {

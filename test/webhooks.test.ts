@@ -1,0 +1,175 @@
+/**
+ * Post-call webhooks through the outbox (the call rows are written with SQL here, as the voice
+ * engine will write them, and queued with `enqueueCallEnded` in the call-ending transaction):
+ * 1. a delivery is signed (v1=HMAC-SHA256 of "timestamp.body" with the user's secret) and carries
+ *    X-Webhook-Id, -Timestamp and -Attempt; after a 500 it is retried with the same id and body, then
+ *    delivered; the call's webhook_response keeps the last status and body.
+ * 2. a receiver that keeps failing is given up after the last attempt (status failed).
+ * 3. restricted to completed calls: nothing is queued for a failed or unanswered call; nothing
+ *    without an active webhook.
+ * 4. disabling the webhook cancels pending deliveries; redeliver sends one again.
+ * 5. deliveries queued while no server ran are sent by the next one to start.
+ * 6. secret and rotation; deliveries list filters; other users' deliveries are 404.
+ */
+import t from 'tap';
+import { createDatabasePool } from '../runtime/store/pool.js';
+import { enqueueCallEnded } from '../runtime/webhooks/outbox.js';
+import { verifySignature } from '../runtime/webhooks/signing.js';
+import { freshDatabase, withClient } from './helpers/database.js';
+import { startTestPlatform, type TestPlatform } from './helpers/platform.js';
+import { startSite } from './helpers/site.js';
+
+const site = await startSite(t);
+const received: Array<{ headers: Record<string, string | string[] | undefined>; body: string }> = [];
+let statuses: number[] = [];
+site.route('/hook', (req) => {
+  const status = statuses.shift() ?? 200;
+  let body = '';
+  req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+  req.on('end', () => received.push({ headers: req.headers, body }));
+  return { status, type: 'text/plain', body: status === 200 ? 'ok' : 'boom' };
+});
+
+const options = { outboundAllowPrivate: true, webhookRetryDelaysMs: [30, 30, 30] };
+
+async function until<T>(probe: () => Promise<T | undefined>): Promise<T> {
+  for (let i = 0; i < 300; i++) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+  }
+  throw new Error('timed out');
+}
+
+async function owner(api: TestPlatform, webhook = true) {
+  const user = await api.user();
+  const created = await api.request('POST', '/user/assistant', {
+    token: user.token,
+    body: { name: 'Caller', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 1, variables: { plan: 'pro' }, ...(webhook ? { is_webhook_active: true, webhook_url: `${site.origin}/hook` } : {}) },
+  });
+  return { ...user, assistantId: created.body.data.id as number };
+}
+
+async function endCall(databaseUrl: string, userId: number, assistantId: number, status = 'completed', answered = true): Promise<{ callId: number; queued: boolean }> {
+  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 1 });
+  try {
+    return await pool.transaction(async (tx) => {
+      const callId = await withClient(databaseUrl, async (db) =>
+        Number((await db.query(
+          `INSERT INTO calls (user_id, assistant_id, assistant_name, type, mode, status, duration, client_phone_number, assistant_phone_number, transcript, variables, evaluation, answered_at, ended_at, created_at)
+           VALUES ($1, $2, 'Caller', 'outbound', 'pipeline', $3, 42, '+4915112345678', '+14155550100', 'assistant: Hi\nuser: Bye', '{"name":"Ada"}', '{"interested":true}', $4, '2026-03-01T10:01:00Z', '2026-03-01T10:00:00Z') RETURNING id`,
+          [userId, assistantId, status, answered ? '2026-03-01T10:00:10Z' : null],
+        )).rows[0].id),
+      );
+      return { callId, queued: await enqueueCallEnded(tx, callId) };
+    });
+  } finally {
+    await pool.end();
+  }
+}
+
+t.test('signed delivery with a retry', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  received.length = 0;
+  statuses = [500];
+  const { callId, queued } = await endCall(api.databaseUrl, user.id, user.assistantId);
+  t.ok(queued);
+  api.platform.runtime.wakeWebhooks();
+  const delivered = await until(async () => {
+    const list = (await api.request('GET', `/user/webhook-deliveries?call_id=${callId}`, { token: user.token })).body.data;
+    return list[0]?.status === 'delivered' ? list[0] : undefined;
+  });
+  t.match(delivered, { attempts: 2, last_status_code: 200, event: 'call.ended', url: `${site.origin}/hook` });
+  t.equal(received.length, 2);
+  const [first, second] = received;
+  t.equal(first!.headers['x-webhook-id'], second!.headers['x-webhook-id'], 'stable id for de-duplication');
+  t.same([first!.headers['x-webhook-attempt'], second!.headers['x-webhook-attempt']], ['1', '2']);
+  t.equal(first!.body, second!.body, 'the same bytes each time');
+  const secret = (await api.request('GET', '/user/webhook-secret', { token: user.token })).body.data.secret;
+  const timestamp = Number(second!.headers['x-webhook-timestamp']);
+  t.ok(verifySignature(secret, String(second!.headers['x-webhook-signature']), timestamp, second!.body, Math.floor(Date.now() / 1000)), 'signature verifies');
+  t.notOk(verifySignature(secret, String(second!.headers['x-webhook-signature']), timestamp, second!.body.replace('42', '43'), Math.floor(Date.now() / 1000)), 'a changed body does not');
+  t.same(JSON.parse(second!.body), {
+    event: 'call.ended',
+    id: callId,
+    customer_phone: '+4915112345678',
+    assistant_phone: '+14155550100',
+    duration: 42,
+    status: 'completed',
+    answered_by: null,
+    extracted_variables: { interested: true },
+    input_variables: { plan: 'pro', name: 'Ada' },
+    transcript: 'assistant: Hi\nuser: Bye',
+    recording_url: null,
+    created_at: '2026-03-01 10:00:00',
+    finished_at: '2026-03-01 10:01:00',
+  });
+  t.same((await api.request('GET', `/user/calls/${callId}`, { token: user.token })).body.data.webhook_response, { status: 200, body: 'ok' });
+
+  received.length = 0;
+  const again = await api.request('POST', `/user/webhook-deliveries/${delivered.id}/redeliver`, { token: user.token });
+  t.equal(again.status, 200);
+  await until(async () => (received.length === 1 ? true : undefined));
+  t.equal(received[0]!.headers['x-webhook-id'], first!.headers['x-webhook-id'], 'redelivery keeps the id');
+
+  const stranger = await api.user();
+  t.equal((await api.request('POST', `/user/webhook-deliveries/${delivered.id}/redeliver`, { token: stranger.token })).status, 404);
+  t.same((await api.request('GET', '/user/webhook-deliveries', { token: stranger.token })).body, { data: [] });
+  const rotated = (await api.request('POST', '/user/webhook-secret/rotate', { token: user.token })).body.data.secret;
+  t.not(rotated, secret);
+  t.match(rotated, /^whsec_/);
+});
+
+t.test('give up after the last attempt', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  statuses = [500, 500, 500, 500];
+  const { callId } = await endCall(api.databaseUrl, user.id, user.assistantId);
+  api.platform.runtime.wakeWebhooks();
+  const failed = await until(async () => {
+    const list = (await api.request('GET', `/user/webhook-deliveries?status=failed`, { token: user.token })).body.data;
+    return list[0];
+  });
+  t.match(failed, { call_id: callId, attempts: 3, last_status_code: 500, last_response: 'boom' });
+  t.same((await api.request('GET', `/user/calls/${callId}`, { token: user.token })).body.data.webhook_response, { status: 500, body: 'boom' });
+  statuses = [];
+});
+
+t.test('what is not queued, and disabling cancels', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  t.notOk((await endCall(api.databaseUrl, user.id, user.assistantId, 'failed', false)).queued, 'failed call');
+  t.notOk((await endCall(api.databaseUrl, user.id, user.assistantId, 'no-answer', false)).queued, 'unanswered call');
+  t.notOk((await endCall(api.databaseUrl, user.id, user.assistantId, 'ended_by_customer', false)).queued, 'ended but never answered');
+  const quiet = await owner(api, false);
+  t.notOk((await endCall(api.databaseUrl, quiet.id, quiet.assistantId)).queued, 'no webhook configured');
+
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { send_webhook_only_on_completed: false } });
+  t.ok((await endCall(api.databaseUrl, user.id, user.assistantId, 'failed', false)).queued, 'every call when not restricted');
+  api.platform.runtime.wakeWebhooks();
+  await until(async () => ((await api.request('GET', '/user/webhook-deliveries?status=delivered', { token: user.token })).body.data.length === 1 ? true : undefined));
+  // A delivery waiting for its next attempt, as after a failure with the real back-off.
+  await withClient(api.databaseUrl, (db) =>
+    db.query(`INSERT INTO webhook_deliveries (user_id, assistant_id, event, url, body, next_attempt_at) VALUES ($1, $2, 'call.ended', 'http://127.0.0.1:9/', '{}', now() + interval '1 hour')`, [user.id, user.assistantId]),
+  );
+  await api.request('POST', '/user/assistants/disable-webhook', { token: user.token, body: { assistant_id: user.assistantId } });
+  const statusesAfter = (await api.request('GET', '/user/webhook-deliveries', { token: user.token })).body.data.map((d: { status: string }) => d.status).sort();
+  t.same(statusesAfter, ['cancelled', 'delivered'], 'the pending delivery was cancelled, the sent one kept');
+});
+
+t.test('deliveries queued with no server running are sent by the next one', async (t) => {
+  const databaseUrl = await freshDatabase();
+  const first = await startTestPlatform(t, { ...options, databaseUrl });
+  const user = await owner(first);
+  await first.platform.close();
+  received.length = 0;
+  const { callId } = await endCall(databaseUrl, user.id, user.assistantId);
+  const second = await startTestPlatform(t, { ...options, databaseUrl });
+  const delivered = await until(async () => {
+    const list = (await second.request('GET', `/user/webhook-deliveries?call_id=${callId}`, { token: user.token })).body.data;
+    return list[0]?.status === 'delivered' ? list[0] : undefined;
+  });
+  t.equal(delivered.attempts, 1);
+  t.equal(received.length, 1);
+});
