@@ -13,13 +13,7 @@ const api = await startTestPlatform(t);
 const alice = await api.user('Alice');
 const bob = await api.user('Bob');
 
-async function assistant(token: string, name: string): Promise<number> {
-  const created = await api.request('POST', '/user/assistant', {
-    token,
-    body: { name, voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 1 },
-  });
-  return created.body.data.id;
-}
+const assistant = async (token: string, name: string): Promise<number> => (await api.assistant(token, { name })).id;
 
 const sales = await assistant(alice.token, 'Sales');
 const support = await assistant(alice.token, 'Support');

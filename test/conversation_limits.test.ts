@@ -14,11 +14,7 @@ const providers = { openai: { baseUrl: fake.baseUrl, apiKey: 'k' }, groq: { base
 async function setup(api: Awaited<ReturnType<typeof startTestPlatform>>, extra: Record<string, unknown> = {}) {
   const owner = await api.user();
   await api.credit(owner.id, 5);
-  const created = await api.request('POST', '/user/assistant', {
-    token: owner.token,
-    body: { name: 'Bot', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 1, ...extra },
-  });
-  return (await api.request('GET', `/user/assistant/${created.body.data.id}`, { token: owner.token })).body.data.uuid as string;
+  return (await api.assistant(owner.token, extra)).uuid;
 }
 
 t.test('rate limits', async (t) => {

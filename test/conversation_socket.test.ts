@@ -16,11 +16,8 @@ const fake = await startFakeOpenAi(t);
 const api = await startTestPlatform(t, { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } });
 const owner = await api.user();
 await api.credit(owner.id, 5);
-const created = await api.request('POST', '/user/assistant', {
-  token: owner.token,
-  body: { name: 'Bot', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 1 },
-});
-const uuid = (await api.request('GET', `/user/assistant/${created.body.data.id}`, { token: owner.token })).body.data.uuid;
+const bot = await api.assistant(owner.token);
+const uuid = bot.uuid;
 
 interface Client {
   readonly socket: WebSocket;
@@ -79,7 +76,7 @@ t.test('two sockets receive the stream', async (t) => {
 
 t.test('function calls stream as frames', async (t) => {
   const tool = await api.request('POST', '/user/tools', { token: owner.token, body: { name: 'lookup', description: 'Look up', endpoint: 'http://127.0.0.1:9/lookup', method: 'POST' } });
-  await api.request('PUT', `/user/assistant/${created.body.data.id}`, { token: owner.token, body: { tool_ids: [tool.body.data.id] } });
+  await api.request('PUT', `/user/assistant/${bot.id}`, { token: owner.token, body: { tool_ids: [tool.body.data.id] } });
   const id = await conversation();
   const client = await connect(id);
   fake.scriptChat({ toolCalls: [{ name: 'lookup', arguments: {} }] }, { text: 'The lookup failed.' });

@@ -43,10 +43,7 @@ t.test('create and delete document', async (t) => {
 });
 
 t.test('delete assistant', async (t) => {
-  const created = await api.request('POST', '/user/assistant', {
-    token: user.token,
-    body: { name: 'A', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 1 },
-  });
+  const created = { body: { data: await api.assistant(user.token, { name: 'A' }) } };
   await withTableMissing('assistants', async () => {
     const res = await api.request('DELETE', `/user/assistant/${created.body.data.id}`, { token: user.token });
     t.same([res.status, res.body], [500, { message: 'Assistant deletion failed' }]);

@@ -43,11 +43,8 @@ async function until<T>(probe: () => Promise<T | undefined>): Promise<T> {
 
 async function owner(api: TestPlatform, webhook = true) {
   const user = await api.user();
-  const created = await api.request('POST', '/user/assistant', {
-    token: user.token,
-    body: { name: 'Caller', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 1, variables: { plan: 'pro' }, ...(webhook ? { is_webhook_active: true, webhook_url: `${site.origin}/hook` } : {}) },
-  });
-  return { ...user, assistantId: created.body.data.id as number };
+  const { id } = await api.assistant(user.token, { name: 'Caller', variables: { plan: 'pro' }, ...(webhook ? { is_webhook_active: true, webhook_url: `${site.origin}/hook` } : {}) });
+  return { ...user, assistantId: id };
 }
 
 async function endCall(databaseUrl: string, userId: number, assistantId: number, status = 'completed', answered = true): Promise<{ callId: number; queued: boolean }> {

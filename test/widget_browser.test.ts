@@ -20,11 +20,7 @@ const fake = await startFakeOpenAi(t);
 const api = await startTestPlatform(t, { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } });
 const owner = await api.user();
 await api.credit(owner.id, 5);
-const created = await api.request('POST', '/user/assistant', {
-  token: owner.token,
-  body: { name: 'Shop', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi! Ask me anything about Acme.', system_prompt: 'Help', llm_model_id: 1 },
-});
-const uuid = (await api.request('GET', `/user/assistant/${created.body.data.id}`, { token: owner.token })).body.data.uuid as string;
+const { uuid } = await api.assistant(owner.token, { name: 'Shop', initial_message: 'Hi! Ask me anything about Acme.' });
 
 t.test('assets', async (t) => {
   const script = await fetch(`${api.origin}/widget.js`);

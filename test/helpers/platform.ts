@@ -35,7 +35,22 @@ export interface TestPlatform {
   user(name?: string): Promise<{ id: number; token: string; email: string }>;
   /** Credits a user's balance through the admin operation. */
   credit(userId: number, amount: number): Promise<void>;
+  /** Creates a minimal pipeline assistant (fields overridable) and returns its id and uuid. */
+  assistant(token: string, fields?: Record<string, unknown>): Promise<{ id: number; uuid: string }>;
 }
+
+/** The fields of a valid pipeline assistant; tests override what they are about. */
+export const MINIMAL_ASSISTANT = {
+  name: 'Bot',
+  voice_id: 1,
+  language_id: 1,
+  type: 'outbound',
+  mode: 'pipeline',
+  timezone: 'UTC',
+  initial_message: 'Hi',
+  system_prompt: 'Help',
+  llm_model_id: 1,
+} as const;
 
 let counter = 0;
 
@@ -82,6 +97,12 @@ export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}
       const result = await request('POST', '/auth/register', { body: { name, email, password: 'correct horse battery' } });
       if (result.status !== 201) throw new Error(`register failed: ${result.status} ${JSON.stringify(result.body)}`);
       return { id: result.body.user.id, token: result.body.token, email };
+    },
+    async assistant(token, fields = {}) {
+      const created = await request('POST', '/user/assistant', { token, body: { ...MINIMAL_ASSISTANT, ...fields } });
+      if (created.status !== 201) throw new Error(`assistant failed: ${created.status} ${JSON.stringify(created.body)}`);
+      const read = await request('GET', `/user/assistant/${created.body.data.id}`, { token });
+      return { id: read.body.data.id, uuid: read.body.data.uuid };
     },
     async credit(userId, amount) {
       const result = await request('POST', `/admin/users/${userId}/balance`, { token: ADMIN_TOKEN, body: { amount, reason: 'test credit' } });
