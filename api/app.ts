@@ -19,6 +19,7 @@ import { conversationSocket } from './sockets/conversation.js';
 import { widgetRoutes } from './routes/widget.js';
 import { callRoutes } from './routes/calls.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { metricsRoutes } from './routes/metrics.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 
 export interface AppDeps {
@@ -46,6 +47,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
     ...callRoutes(services.calls, config.publicUrl),
     ...webhookRoutes(services.webhooks),
+    ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);
@@ -83,8 +85,15 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
       : undefined,
     jsonBodyLimit: config.jsonBodyLimit,
     multipartBodyLimit: config.multipartBodyLimit,
+    onResponse: (route, method, status, seconds) => runtime.metrics.observeRequest(route, method, status, seconds),
     sockets: (app) => {
-      conversationSocket(app, { conversations: services.conversations, engine: services.conversationEngine, limiter: perConversation, logger });
+      conversationSocket(app, {
+        conversations: services.conversations,
+        engine: services.conversationEngine,
+        limiter: perConversation,
+        logger,
+        onCount: (delta) => runtime.metrics.socketOpened('widget', delta),
+      });
     },
   });
   return { server, router };

@@ -27,6 +27,8 @@ export interface Config {
    * recording URLs. @defaultValue `http://HOST:PORT`
    */
   readonly publicUrl: string;
+  /** Bearer token required by GET /metrics; open when absent. */
+  readonly metricsToken: string | undefined;
   /** pino level. @defaultValue 'info' */
   readonly logLevel: LogLevel;
   /** Largest JSON/urlencoded request body in bytes. @defaultValue 1 MiB */
@@ -180,6 +182,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     databaseUrl: overrides.databaseUrl ?? url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     elasticsearchUrl: overrides.elasticsearchUrl ?? url(env, 'ELASTICSEARCH_URL', ['http:', 'https:']),
     adminToken,
+    metricsToken: overrides.metricsToken ?? text(env, 'METRICS_TOKEN'),
     publicUrl,
     logLevel,
     jsonBodyLimit: overrides.jsonBodyLimit ?? configDefaults.jsonBodyLimit,

@@ -27,6 +27,7 @@ import { createConversationService } from './conversations/service.js';
 import { createCallService } from './calls/service.js';
 import { createWebhookWorker } from './webhooks/outbox.js';
 import { createWebhookService } from './webhooks/service.js';
+import { createMetrics, type Metrics } from './metrics.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -34,6 +35,7 @@ import { createWebhookService } from './webhooks/service.js';
  */
 export interface Runtime {
   readonly pool: DatabasePool;
+  readonly metrics: Metrics;
   /** Fetches user-supplied URLs through the outbound guard. */
   readonly outbound: OutboundFetch;
   readonly services: Services;
@@ -106,7 +108,14 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     leaseMs: config.ingestionLeaseMs,
   });
 
-  const webhookWorker = createWebhookWorker({ pool: db, fetch: outbound, logger: logger.child({ component: 'webhooks' }), retryDelaysMs: config.webhookRetryDelaysMs });
+  let metrics: Metrics | undefined;
+  const webhookWorker = createWebhookWorker({
+    pool: db,
+    fetch: outbound,
+    logger: logger.child({ component: 'webhooks' }),
+    retryDelaysMs: config.webhookRetryDelaysMs,
+    onAttempt: (outcome) => metrics?.webhookAttempt(outcome),
+  });
   const catalog = createCatalogService({ pool: db });
   const knowledge = createKnowledgeService({ pool: db, workers, index, embedder, dataDir: config.dataDir, logger, onEnqueued: () => ingestion.wake() });
   const conversationEngine = createConversationEngine({
@@ -132,6 +141,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     conversationEngine,
   };
 
+  metrics = createMetrics({ pool: db, liveConversations: () => conversationEngine.liveCount() });
   ingestion.start();
   webhookWorker.start();
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
@@ -140,6 +150,7 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     pool: db,
     services,
     outbound,
+    metrics,
     async isHealthy() {
       const probe = db.oneFirst(sql.type(z.object({ ok: z.number() }))`SELECT 1 AS ok`).then(
         () => true,

@@ -24,6 +24,8 @@ export interface HttpServerOptions {
   readonly authenticateAdmin?: (token: string) => boolean;
   readonly jsonBodyLimit: number;
   readonly multipartBodyLimit: number;
+  /** Called once per answered request (metrics). */
+  readonly onResponse?: (route: string, method: string, status: number, seconds: number) => void;
   /** Registers socket routes before the HTTP catch-all. */
   readonly sockets?: (app: uWS.TemplatedApp) => void;
 }
@@ -126,6 +128,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
 
     const finish = (response: ApiResponse, route: RouteDefinition | undefined, principal?: Principal, close = false): void => {
       write(exchange, requestId, response, close);
+      options.onResponse?.(route?.path ?? 'unmatched', method, response.status, (performance.now() - started) / 1000);
       log.info(
         {
           method,

@@ -145,6 +145,8 @@ export interface WebhookWorkerOptions {
   /** Delays before attempts 2..8; tests shorten them. */
   readonly retryDelaysMs?: readonly number[];
   readonly now?: () => number;
+  /** Called after each attempt (metrics). */
+  readonly onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
 }
 
 export function createWebhookWorker(options: WebhookWorkerOptions) {
@@ -211,7 +213,9 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         await tx.query(sql.unsafe`UPDATE calls SET webhook_response = ${sql.jsonb(webhookResponse as never)}, updated_at = now() WHERE id = ${delivery.call_id}`);
       }
     });
-    logger.info({ deliveryId: delivery.delivery_id, attempt: delivery.attempts, statusCode, outcome: delivered ? 'delivered' : exhausted ? 'failed' : 'retry' }, 'webhook attempt');
+    const outcome = delivered ? 'delivered' : exhausted ? 'failed' : 'retry';
+    options.onAttempt?.(outcome);
+    logger.info({ deliveryId: delivery.delivery_id, attempt: delivery.attempts, statusCode, outcome }, 'webhook attempt');
   }
 
   async function drain(): Promise<void> {

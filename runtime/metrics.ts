@@ -1,0 +1,72 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { sql, type DatabasePool } from 'slonik';
+import { z } from 'zod';
+
+/**
+ * Prometheus metrics of one process. Counts that the database knows exactly across processes
+ * (queue depth, ledger debits) are read from it at scrape time; the rest is observed in process.
+ * Node's own metrics (event-loop lag with percentiles, heap, GC) come from prom-client's defaults.
+ */
+export function createMetrics(options: { pool: DatabasePool; liveConversations: () => number }) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
+
+  const httpDuration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration by route pattern, method and status',
+    labelNames: ['route', 'method', 'status'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [registry],
+  });
+  const sockets = new Gauge({ name: 'open_sockets', help: 'Open WebSockets by kind', labelNames: ['kind'], registers: [registry] });
+  const webhookAttempts = new Counter({ name: 'webhook_deliveries_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'], registers: [registry] });
+  new Gauge({
+    name: 'active_conversations',
+    help: 'Conversation actors live in this process',
+    registers: [registry],
+    collect() {
+      this.set(options.liveConversations());
+    },
+  });
+  const queue = z.object({ depth: z.number(), oldest: z.number().nullable() });
+  new Gauge({
+    name: 'document_job_queue_depth',
+    help: 'Document ingestion jobs pending or running',
+    registers: [registry],
+    async collect() {
+      const row = await options.pool.one(sql.type(queue)`
+        SELECT count(*)::int AS depth, extract(epoch FROM now() - min(created_at))::float8 AS oldest
+        FROM document_jobs WHERE status IN ('pending', 'running')`);
+      this.set(row.depth);
+      oldest.set(row.oldest ?? 0);
+    },
+  });
+  const oldest = new Gauge({ name: 'document_job_queue_oldest_seconds', help: 'Age of the oldest pending or running document job', registers: [registry] });
+  new Gauge({
+    name: 'ledger_debits_usd',
+    help: 'All debits ever posted to balances, by kind (from the ledger, exact across processes)',
+    labelNames: ['kind'],
+    registers: [registry],
+    async collect() {
+      const rows = await options.pool.any(sql.type(z.object({ kind: z.string(), total: z.number() }))`
+        SELECT kind, (-sum(amount))::float8 AS total FROM ledger_entries WHERE amount < 0 GROUP BY kind`);
+      this.reset();
+      for (const row of rows) this.set({ kind: row.kind }, row.total);
+    },
+  });
+
+  return {
+    registry,
+    observeRequest(route: string, method: string, status: number, seconds: number): void {
+      httpDuration.observe({ route, method, status: String(status) }, seconds);
+    },
+    socketOpened(kind: string, delta: number): void {
+      sockets.inc({ kind }, delta);
+    },
+    webhookAttempt(outcome: 'delivered' | 'retry' | 'failed'): void {
+      webhookAttempts.inc({ outcome });
+    },
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;
