@@ -21,6 +21,9 @@ import { callRoutes } from './routes/calls.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
+import { telephonyRoutes } from './routes/telephony.js';
+import { twilioMediaSocket } from './sockets/twilio.js';
+import { webCallSocket } from './sockets/webCall.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -46,6 +49,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...conversationRoutes(services.conversations, { perIp, perConversation }, config.publicUrl),
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
     ...callRoutes(services.calls, config.publicUrl),
+    ...telephonyRoutes(services.voice, { twilioAuthToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl(), perIp }),
     ...webhookRoutes(services.webhooks),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
@@ -94,6 +98,8 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
         logger,
         onCount: (delta) => runtime.metrics.socketOpened('widget', delta),
       });
+      twilioMediaSocket(app, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('telephony', delta) });
+      webCallSocket(app, { voice: services.voice, onCount: (delta) => runtime.metrics.socketOpened('web_call', delta) });
     },
   });
   return { server, router };

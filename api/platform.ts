@@ -1,6 +1,6 @@
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/logger.js';
-import { startRuntime, type Runtime } from '../runtime/platform.js';
+import { startRuntime, type Runtime, type RuntimeOptions } from '../runtime/platform.js';
 import { buildApp } from './app.js';
 
 export interface RunningPlatform {
@@ -14,8 +14,8 @@ export interface RunningPlatform {
 }
 
 /** Starts storage, services and the server: what `npm start` runs and what tests start. */
-export async function startPlatform(config: Config, logger: Logger): Promise<RunningPlatform> {
-  const runtime = await startRuntime(config, logger);
+export async function startPlatform(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<RunningPlatform> {
+  const runtime = await startRuntime(config, logger, options);
   const { server } = buildApp({ config, logger, runtime });
   let port: number;
   try {
@@ -24,12 +24,14 @@ export async function startPlatform(config: Config, logger: Logger): Promise<Run
     await runtime.stop();
     throw error;
   }
-  logger.info({ host: config.host, port, publicUrl: config.publicUrl }, 'platform listening');
+  const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  runtime.setListeningOrigin(origin);
+  logger.info({ host: config.host, port, publicUrl: runtime.publicUrl() }, 'platform listening');
   let closing: Promise<void> | undefined;
   return {
     runtime,
     port,
-    origin: `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`,
+    origin,
     close() {
       closing ??= (async () => {
         await server.close();

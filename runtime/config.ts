@@ -65,6 +65,20 @@ export interface Config {
   readonly ingestionLeaseMs: number;
   /** Extra postgres `-c` settings for the embedded server (tests turn fsync off). */
   readonly embeddedPostgresSettings: Readonly<Record<string, string>>;
+  /** TWILIO_ACCOUNT_SID + TWILIO_AUTH_TOKEN (+ TWILIO_API_URL): outbound calls through Twilio; without them the loopback carrier. */
+  readonly twilio: { readonly accountSid: string; readonly authToken: string; readonly apiUrl: string } | undefined;
+  /** TWILIO_AUTH_TOKEN: when set, Twilio webhooks must carry a valid `X-Twilio-Signature`. */
+  readonly twilioAuthToken: string | undefined;
+  /** Speech vendors with a key (DEEPGRAM_*, ELEVENLABS_*, OPENAI_* for TTS and realtime); others are served by `dev`. */
+  readonly speech: SpeechVendors;
+  /** CALCOM_API_URL: the Cal.com API for the calendar tool. @defaultValue https://api.cal.com */
+  readonly calendarApiUrl: string;
+}
+
+export interface SpeechVendors {
+  readonly deepgram?: { readonly apiKey: string; readonly url: string };
+  readonly elevenlabs?: { readonly apiKey: string; readonly url: string };
+  readonly openai?: { readonly apiKey: string; readonly url: string; readonly realtimeUrl: string };
 }
 
 export class ConfigError extends Error {
@@ -147,6 +161,27 @@ function llmProvidersConfig(env: Env): Config['llmProviders'] {
   return providers;
 }
 
+function twilioConfig(env: Env): Config['twilio'] {
+  const accountSid = text(env, 'TWILIO_ACCOUNT_SID');
+  const authToken = text(env, 'TWILIO_AUTH_TOKEN');
+  if (!accountSid || !authToken) return undefined;
+  return { accountSid, authToken, apiUrl: (url(env, 'TWILIO_API_URL', ['https:', 'http:']) ?? 'https://api.twilio.com').replace(/\/+$/, '') };
+}
+
+function speechConfig(env: Env): SpeechVendors {
+  const vendors: { -readonly [K in keyof SpeechVendors]: SpeechVendors[K] } = {};
+  const deepgram = text(env, 'DEEPGRAM_API_KEY');
+  if (deepgram) vendors.deepgram = { apiKey: deepgram, url: (url(env, 'DEEPGRAM_URL', ['wss:', 'ws:']) ?? 'wss://api.deepgram.com').replace(/\/+$/, '') };
+  const elevenlabs = text(env, 'ELEVENLABS_API_KEY');
+  if (elevenlabs) vendors.elevenlabs = { apiKey: elevenlabs, url: (url(env, 'ELEVENLABS_URL', ['https:', 'http:']) ?? 'https://api.elevenlabs.io').replace(/\/+$/, '') };
+  const openai = text(env, 'OPENAI_API_KEY');
+  if (openai) {
+    const base = (url(env, 'OPENAI_BASE_URL', ['https:', 'http:']) ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
+    vendors.openai = { apiKey: openai, url: base, realtimeUrl: (url(env, 'OPENAI_REALTIME_URL', ['wss:', 'ws:']) ?? `${base.replace(/^http/, 'ws')}/realtime`).replace(/\/+$/, '') };
+  }
+  return vendors;
+}
+
 function embeddingsConfig(env: Env): Config['embeddings'] {
   const baseUrl = url(env, 'EMBEDDINGS_BASE_URL', ['http:', 'https:']);
   if (!baseUrl) return undefined;
@@ -202,5 +237,9 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     ingestionConcurrency: overrides.ingestionConcurrency ?? integer(env, 'INGESTION_CONCURRENCY', 1, 64, 2),
     ingestionLeaseMs: overrides.ingestionLeaseMs ?? integer(env, 'INGESTION_LEASE_MS', 500, 3_600_000, 120_000),
     embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},
+    twilio: overrides.twilio ?? twilioConfig(env),
+    twilioAuthToken: overrides.twilioAuthToken ?? text(env, 'TWILIO_AUTH_TOKEN'),
+    speech: overrides.speech ?? speechConfig(env),
+    calendarApiUrl: (overrides.calendarApiUrl ?? url(env, 'CALCOM_API_URL', ['https:', 'http:']) ?? 'https://api.cal.com').replace(/\/+$/, ''),
   };
 }

@@ -7,7 +7,7 @@ import { z } from 'zod';
  * (queue depth, ledger debits) are read from it at scrape time; the rest is observed in process.
  * Node's own metrics (event-loop lag with percentiles, heap, GC) come from prom-client's defaults.
  */
-export function createMetrics(options: { pool: DatabasePool; liveConversations: () => number }) {
+export function createMetrics(options: { pool: DatabasePool; liveConversations: () => number; liveCalls: (mode: 'pipeline' | 'multimodal' | 'dualplex') => number }) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
 
@@ -28,6 +28,30 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
       this.set(options.liveConversations());
     },
   });
+  new Gauge({
+    name: 'active_calls',
+    help: 'Live calls in this process by engine mode',
+    labelNames: ['mode'],
+    registers: [registry],
+    collect() {
+      for (const mode of ['pipeline', 'multimodal', 'dualplex'] as const) this.set({ mode }, options.liveCalls(mode));
+    },
+  });
+  const voiceToVoice = new Histogram({
+    name: 'voice_to_voice_added_seconds',
+    help: "Time from the caller's last speech frame to the agent's first audio frame, less the end-of-turn silence",
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+    registers: [registry],
+  });
+  const providerTtfb = new Histogram({
+    name: 'provider_first_byte_seconds',
+    help: 'Time to the first byte of a speech or model provider, by kind (stt, llm, tts, realtime) and provider',
+    labelNames: ['kind', 'provider'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5],
+    registers: [registry],
+  });
+  const turns = new Counter({ name: 'call_turns_total', help: 'Caller turns by engine mode', labelNames: ['mode'], registers: [registry] });
+  const interruptions = new Counter({ name: 'call_interruptions_total', help: 'Caller barge-ins that stopped the agent, by engine mode', labelNames: ['mode'], registers: [registry] });
   const queue = z.object({ depth: z.number(), oldest: z.number().nullable() });
   new Gauge({
     name: 'document_job_queue_depth',
@@ -65,6 +89,20 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
     },
     webhookAttempt(outcome: 'delivered' | 'retry' | 'failed'): void {
       webhookAttempts.inc({ outcome });
+    },
+    voice: {
+      voiceToVoice(ms: number): void {
+        voiceToVoice.observe(ms / 1000);
+      },
+      turn(mode: string): void {
+        turns.inc({ mode });
+      },
+      interruption(mode: string): void {
+        interruptions.inc({ mode });
+      },
+      firstByte(kind: 'stt' | 'llm' | 'tts' | 'realtime', provider: string, ms: number): void {
+        providerTtfb.observe({ kind, provider }, ms / 1000);
+      },
     },
   };
 }

@@ -28,6 +28,12 @@ import { createCallService } from './calls/service.js';
 import { createWebhookWorker } from './webhooks/outbox.js';
 import { createWebhookService } from './webhooks/service.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { systemClock, type Clock } from './clock.js';
+import { createVoiceService, type VoiceService } from './calls/live.js';
+import { createLoopbackCarrier, createTwilioCarrier, type Carrier } from './calls/carriers.js';
+import { silentPhone } from './calls/loopback.js';
+import { createSpeechRegistry, type SpeechOverrides } from './calls/voice/registry.js';
+import { speechAdapters } from './calls/voice/adapters.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -40,6 +46,10 @@ export interface Runtime {
   readonly outbound: OutboundFetch;
   readonly services: Services;
   wakeWebhooks(): void;
+  /** Tells the runtime the origin it listens on (used for stream URLs when PUBLIC_URL is not set). */
+  setListeningOrigin(origin: string): void;
+  /** The public origin: PUBLIC_URL, or the listening origin. */
+  publicUrl(): string;
   /** True when the database answers within a second. */
   isHealthy(): Promise<boolean>;
   stop(): Promise<void>;
@@ -59,9 +69,18 @@ export interface Services {
   readonly webhooks: ReturnType<typeof createWebhookService>;
   /** Live conversation actors and their event streams (the widget socket subscribes here). */
   readonly conversationEngine: ConversationEngine;
+  /** Live calls: creation, media sockets, the call ticker. */
+  readonly voice: VoiceService;
 }
 
-export async function startRuntime(config: Config, logger: Logger): Promise<Runtime> {
+/** What tests and benchmarks may replace: time, speech providers, the carrier. */
+export interface RuntimeOptions {
+  readonly clock?: Clock;
+  readonly speech?: SpeechOverrides;
+  readonly carrier?: Carrier;
+}
+
+export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
   let embedded: EmbeddedPostgres | undefined;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
@@ -118,13 +137,36 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
   });
   const catalog = createCatalogService({ pool: db });
   const knowledge = createKnowledgeService({ pool: db, workers, index, embedder, dataDir: config.dataDir, logger, onEnqueued: () => ingestion.wake() });
+  const llm = createLlmRegistry(config, logger);
   const conversationEngine = createConversationEngine({
     pool: db,
     catalog,
-    llm: createLlmRegistry(config, logger),
+    llm,
     knowledge,
     outbound,
     logger: logger.child({ component: 'conversations' }),
+  });
+  let listeningOrigin = config.publicUrl;
+  const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
+  const voiceLogger = logger.child({ component: 'calls' });
+  const voice = createVoiceService({
+    pool: db,
+    catalog,
+    llm,
+    speech: createSpeechRegistry(config, voiceLogger, speechAdapters(config.speech), options.speech),
+    knowledge,
+    outbound,
+    carrier: options.carrier ?? (config.twilio ? createTwilioCarrier(config.twilio) : createLoopbackCarrier(silentPhone, voiceLogger)),
+    clock: options.clock ?? systemClock,
+    logger: voiceLogger,
+    publicUrl,
+    calendarBaseUrl: config.calendarApiUrl,
+    metrics: {
+      voiceToVoice: (ms) => metrics?.voice.voiceToVoice(ms),
+      turn: (mode) => metrics?.voice.turn(mode),
+      interruption: (mode) => metrics?.voice.interruption(mode),
+    },
+    wakeWebhooks: () => webhookWorker.wake(),
   });
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
@@ -139,9 +181,10 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     calls: createCallService({ pool: db }),
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
+    voice,
   };
 
-  metrics = createMetrics({ pool: db, liveConversations: () => conversationEngine.liveCount() });
+  metrics = createMetrics({ pool: db, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
   ingestion.start();
   webhookWorker.start();
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
@@ -161,7 +204,12 @@ export async function startRuntime(config: Config, logger: Logger): Promise<Runt
     },
     /** A call just ended and its webhook was queued: deliver without waiting for the next poll. */
     wakeWebhooks: () => webhookWorker.wake(),
+    setListeningOrigin(origin) {
+      listeningOrigin = origin;
+    },
+    publicUrl,
     async stop() {
+      await voice.stop();
       await webhookWorker.stop();
       conversationEngine.stop();
       await ingestion.stop();

@@ -1,4 +1,4 @@
-import { integer, oneOf, text } from './rules.js';
+import { integer, oneOf, record, text, uuid } from './rules.js';
 import { paginationQueryFields } from './pagination.js';
 import { compileSchema } from './validator.js';
 
@@ -28,4 +28,16 @@ export const listCallsSchema = compileSchema<ListCallsQuery>({
   date_from: text({ optional: true, pattern: DAY, patternMessage: 'The date from does not match the format Y-m-d.' }),
   date_to: text({ optional: true, pattern: DAY, patternMessage: 'The date to does not match the format Y-m-d.' }),
   ...paginationQueryFields,
+});
+
+const E164 = /^\+[1-9]\d{6,14}$/;
+
+export const placeCallSchema = compileSchema<{ assistant_id: number; phone_number: string; variables?: Record<string, string | number | boolean> }>({
+  assistant_id: integer({ min: 1, description: 'An outbound assistant of yours with a phone number' }),
+  phone_number: text({ max: 16, pattern: E164, patternMessage: 'The phone number must be in E.164 format (for example +14155550100).', description: 'Number to call, E.164' }),
+  variables: record({ optional: true, description: 'Values for {{variables}} in the prompts of this call' }),
+});
+
+export const webCallSchema = compileSchema<{ assistant_id: string }>({
+  assistant_id: uuid({ description: 'The assistant UUID' }),
 });

@@ -69,3 +69,67 @@ export async function listCalls(db: CommonQueryMethods, userId: number, filters:
 export async function campaignOwned(db: CommonQueryMethods, userId: number, id: number): Promise<boolean> {
   return db.exists(sql.unsafe`SELECT 1 FROM campaigns WHERE id = ${id} AND user_id = ${userId}`);
 }
+
+export interface NewCall {
+  readonly userId: number;
+  readonly assistantId: number;
+  readonly assistantName: string;
+  readonly type: 'inbound' | 'outbound' | 'web';
+  readonly mode: 'pipeline' | 'multimodal' | 'dualplex';
+  readonly status: 'initiated' | 'ringing';
+  readonly assistantPhoneNumber: string | null;
+  readonly clientPhoneNumber: string | null;
+  readonly variables: Record<string, unknown>;
+  readonly carrierCallId: string | null;
+}
+
+export async function insertCall(db: CommonQueryMethods, call: NewCall): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ id: z.number() }))`
+    INSERT INTO calls (user_id, assistant_id, assistant_name, type, mode, status, assistant_phone_number, client_phone_number, variables, carrier_call_id)
+    VALUES (${call.userId}, ${call.assistantId}, ${call.assistantName}, ${call.type}, ${call.mode}, ${call.status}, ${call.assistantPhoneNumber},
+      ${call.clientPhoneNumber}, ${sql.jsonb(call.variables as never)}, ${call.carrierCallId})
+    RETURNING id`);
+}
+
+/** Moves a call that has not ended to `status`; the answer time is kept on the way into `in-progress`. */
+export async function updateCallStatus(db: CommonQueryMethods, id: number, status: CallStatus, at: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE calls SET status = ${status}, updated_at = now(),
+      answered_at = CASE WHEN ${status} = 'in-progress' AND answered_at IS NULL THEN ${at}::timestamptz ELSE answered_at END
+    WHERE id = ${id} AND ended_at IS NULL`);
+}
+
+export async function setCarrierCallId(db: CommonQueryMethods, id: number, carrierCallId: string): Promise<void> {
+  await db.query(sql.unsafe`UPDATE calls SET carrier_call_id = ${carrierCallId}, updated_at = now() WHERE id = ${id}`);
+}
+
+export interface CallEnding {
+  readonly status: CallStatus;
+  readonly transcript: string;
+  readonly duration: number;
+  readonly answeredBy: 'human' | 'machine' | 'unknown' | null;
+  readonly answeredAt: string | null;
+  readonly endedAt: string;
+}
+
+/** Writes the end of a call once; false when it had already ended. */
+export async function endCall(db: CommonQueryMethods, id: number, end: CallEnding): Promise<boolean> {
+  const result = await db.query(sql.unsafe`
+    UPDATE calls SET status = ${end.status}, transcript = ${end.transcript}, duration = ${end.duration}, answered_by = ${end.answeredBy},
+      answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()
+    WHERE id = ${id} AND ended_at IS NULL`);
+  return result.rowCount > 0;
+}
+
+/**
+ * Calls a stopped process left unfinished. No call lasts longer than the longest `ringing_time`
+ * plus `max_duration` (21 minutes), so any call older than 30 minutes without an end is orphaned
+ * (safe with several processes on one database). They end `ended`, or `failed` when never answered.
+ */
+export async function closeOrphanedCalls(db: CommonQueryMethods): Promise<readonly number[]> {
+  return db.anyFirst(sql.type(z.object({ id: z.number() }))`
+    UPDATE calls SET status = CASE WHEN answered_at IS NULL THEN 'failed' ELSE 'ended' END, ended_at = now(), updated_at = now()
+    WHERE ended_at IS NULL AND created_at < now() - interval '30 minutes'
+      AND status IN ('initiated', 'ringing', 'in-progress')
+    RETURNING id`);
+}

@@ -8,14 +8,15 @@ import type { KnowledgeService } from '../knowledge/service.js';
 import { postLedgerEntry } from '../ledger/service.js';
 import { KNOWLEDGE_MARKER } from '../llm/dev.js';
 import type { LlmRegistry } from '../llm/registry.js';
-import { LlmError, type ChatMessage, type LlmProvider, type ToolCall } from '../llm/types.js';
+import { LlmError, type ChatMessage, type LlmProvider } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { listAssistantTools, type ToolRow } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
 import { clearMessageCost, insertMessage, listMessages, lockConversation, type ConversationRow } from './repository.js';
-import { SEARCH_FUNCTION, callTool, toolFunction } from './tools.js';
+import { SEARCH_FUNCTION, toolFunction } from './tools.js';
+import { parseArguments, runFunction, streamRound } from './agent.js';
 
 /**
  * Runs conversation actors: builds each one's setup from the database, supplies the machine's
@@ -123,46 +124,28 @@ export function createConversationEngine(deps: EngineDeps) {
 
         think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
           const { setup: s, turn } = input;
-          const functions = turn.rounds >= MAX_TOOL_ROUNDS ? [] : s.functions;
-          const attempt = async (llm: { provider: LlmProvider; model: string }): Promise<ThinkOutput> => {
-            let text = '';
-            let calls: ToolCall[] = [];
-            for await (const event of llm.provider.stream({ model: llm.model, messages: turn.messages, functions, temperature: s.temperature })) {
-              if (event.type === 'text') {
-                text += event.delta;
-                emit(s.conversationId, { type: 'delta', text: event.delta });
-              } else calls = event.calls;
-            }
-            return { text, calls };
-          };
-          try {
-            return await attempt(s.llm);
-          } catch (error) {
-            if (!s.fallback) throw error;
-            logger.warn({ err: error, conversationId: s.conversationId, provider: s.llm.provider.name }, 'model failed; using the fallback model');
-            return attempt(s.fallback);
-          }
+          const result = await streamRound(
+            {
+              llm: s.llm,
+              fallback: s.fallback,
+              messages: turn.messages,
+              functions: turn.rounds >= MAX_TOOL_ROUNDS ? [] : s.functions,
+              temperature: s.temperature,
+              onDelta: (delta) => emit(s.conversationId, { type: 'delta', text: delta }),
+            },
+            logger,
+            { conversationId: s.conversationId },
+          );
+          return { text: result.text, calls: [...result.calls] };
         }),
 
         act: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ActOutput> => {
           const { setup: s, turn } = input;
+          const context = { ownerId: s.ownerId, tools: toolMap, knowledgebaseId: kbId, knowledge: deps.knowledge, outbound: deps.outbound, fallbackQuery: turn.job.text };
           const results = [];
           for (const call of turn.pending) {
-            let args: Record<string, unknown> = {};
-            try {
-              const parsed: unknown = JSON.parse(call.arguments || '{}');
-              if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) args = parsed as Record<string, unknown>;
-            } catch {
-              // Arguments the model could not write as JSON reach the tool as none.
-            }
-            let result: unknown;
-            if (call.name === SEARCH_FUNCTION.name && kbId !== undefined) {
-              const passages = await deps.knowledge.search(s.ownerId, kbId, String(args.query ?? turn.job.text), 3).catch(() => []);
-              result = { passages: passages.map((p) => ({ content: p.content, source: p.source, document: p.document_name })) };
-            } else {
-              const tool = toolMap.get(call.name);
-              result = tool ? await callTool(tool, args, deps.outbound) : { error: `There is no function named ${call.name}` };
-            }
+            const args = parseArguments(call.arguments);
+            const result = await runFunction(call.name, args, context);
             emit(s.conversationId, { type: 'function_call', name: call.name, arguments: args, result });
             results.push({ call, args, result });
           }

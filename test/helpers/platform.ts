@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { startPlatform, type RunningPlatform } from '../../api/platform.js';
+import type { RuntimeOptions } from '../../runtime/platform.js';
 import { loadConfig, type Config } from '../../runtime/config.js';
 import { createLogger } from '../../runtime/logger.js';
 import { freshDatabase } from './database.js';
@@ -37,6 +38,8 @@ export interface TestPlatform {
   credit(userId: number, amount: number): Promise<void>;
   /** Creates a minimal pipeline assistant (fields overridable) and returns its id and uuid. */
   assistant(token: string, fields?: Record<string, unknown>): Promise<{ id: number; uuid: string }>;
+  /** Buys a US number from the inventory (the user needs balance) and returns its id and number. */
+  phoneNumber(token: string): Promise<{ id: number; number: string }>;
 }
 
 /** The fields of a valid pipeline assistant; tests override what they are about. */
@@ -58,11 +61,11 @@ let counter = 0;
  * A whole platform on an ephemeral port with a database of its own, stopped when the test ends.
  * Requests go over real HTTP.
  */
-export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}): Promise<TestPlatform> {
+export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}, options: RuntimeOptions = {}): Promise<TestPlatform> {
   const databaseUrl = overrides.databaseUrl ?? (await freshDatabase());
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-data-'));
   const config = loadConfig({}, { port: 0, host: '127.0.0.1', dataDir, databaseUrl, adminToken: ADMIN_TOKEN, logLevel: 'silent', databasePoolSize: 4, workerPoolSize: 1, ...overrides });
-  const platform = await startPlatform(config, createLogger(config.logLevel));
+  const platform = await startPlatform(config, createLogger(config.logLevel), options);
   t.teardown(async () => {
     await platform.close();
     await rm(dataDir, { recursive: true, force: true });
@@ -103,6 +106,19 @@ export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}
       if (created.status !== 201) throw new Error(`assistant failed: ${created.status} ${JSON.stringify(created.body)}`);
       const read = await request('GET', `/user/assistant/${created.body.data.id}`, { token });
       return { id: read.body.data.id, uuid: read.body.data.uuid };
+    },
+    async phoneNumber(token) {
+      const offers = await request('GET', '/user/phone-numbers/search?country_code=US', { token });
+      const taken = new Set<string>();
+      for (const offer of offers.body.data as Array<{ phone_number: string }>) {
+        if (taken.has(offer.phone_number)) continue;
+        const bought = await request('POST', '/user/phone-numbers/purchase', { token, body: { phone_number: offer.phone_number } });
+        if (bought.status !== 200 && bought.status !== 201) continue;
+        const all = await request('GET', '/user/phone-numbers/all', { token });
+        const row = (all.body.data ?? all.body).find((n: { phone_number: string }) => n.phone_number === offer.phone_number);
+        return { id: row.id, number: offer.phone_number };
+      }
+      throw new Error('no number could be bought');
     },
     async credit(userId, amount) {
       const result = await request('POST', `/admin/users/${userId}/balance`, { token: ADMIN_TOKEN, body: { amount, reason: 'test credit' } });

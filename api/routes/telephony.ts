@@ -1,0 +1,89 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { VoiceService } from '../../runtime/calls/live.js';
+import { PlatformError } from '../../runtime/errors.js';
+import type { RateLimiter } from '../../runtime/rateLimit.js';
+import { placeCallSchema, webCallSchema } from '../../schemas/calls.js';
+import { userId } from '../http/params.js';
+import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
+
+/**
+ * Starting calls: Twilio's voice webhook and status callbacks (form-encoded, answered with TwiML,
+ * signed with `X-Twilio-Signature` when TWILIO_AUTH_TOKEN is set), outbound calls, and web calls.
+ */
+
+const xml = (body: string) => ({ status: 200, body, headers: { 'Content-Type': 'text/xml; charset=utf-8' } });
+
+/** Twilio's request signature: base64 HMAC-SHA1 of the full URL followed by each POST parameter's name and value, sorted by name. */
+export function twilioSignature(authToken: string, url: string, params: URLSearchParams): string {
+  const keys = [...new Set(params.keys())].sort();
+  let data = url;
+  for (const key of keys) for (const value of params.getAll(key)) data += key + value;
+  return createHmac('sha1', authToken).update(data).digest('base64');
+}
+
+export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken: string | undefined; publicUrl: () => string; perIp: RateLimiter }): RouteDefinition[] {
+  function verified(req: ApiRequest): URLSearchParams {
+    const params = new URLSearchParams(req.rawBody.toString('utf8'));
+    if (!options.twilioAuthToken) return params;
+    const url = `${options.publicUrl()}${req.path}${req.rawQuery ? `?${req.rawQuery}` : ''}`;
+    const expected = Buffer.from(twilioSignature(options.twilioAuthToken, url, params));
+    const given = Buffer.from(req.headers['x-twilio-signature'] ?? '');
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new PlatformError('forbidden', { message: 'The Twilio signature does not match.' });
+    return params;
+  }
+  return [
+    {
+      method: 'POST',
+      path: '/api/telephony/twilio/inbound',
+      auth: 'none',
+      tag: 'Telephony',
+      summary: "Twilio's voice webhook for calls to your numbers: answers TwiML that streams the call to its inbound assistant",
+      async handler(req) {
+        const params = verified(req);
+        return xml(await voice.inbound({ to: params.get('To') ?? '', from: params.get('From') ?? '', callSid: params.get('CallSid') ?? '', answeredBy: params.get('AnsweredBy') ?? undefined }));
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/telephony/twilio/status',
+      auth: 'none',
+      tag: 'Telephony',
+      summary: "Twilio's status callback (ringing, in-progress, busy, no-answer, failed, completed) and answering-machine result",
+      handler(req) {
+        const params = verified(req);
+        const callId = Number(new URLSearchParams(req.rawQuery).get('call_id'));
+        if (Number.isSafeInteger(callId) && callId > 0) voice.carrierStatus(callId, params.get('CallStatus') ?? '', params.get('AnsweredBy') ?? undefined);
+        return xml('<?xml version="1.0" encoding="UTF-8"?><Response/>');
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/user/calls',
+      auth: 'user',
+      tag: 'Calls',
+      summary: 'Place an outbound call with an outbound assistant that has a phone number',
+      requestSchema: placeCallSchema.schema,
+      successStatus: 201,
+      async handler(req) {
+        const input = placeCallSchema(req.body);
+        const call = await voice.place(userId(req), { assistantId: input.assistant_id, phoneNumber: input.phone_number, variables: input.variables ?? {} });
+        return json(201, { message: 'Call initiated successfully', data: call });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/web-calls',
+      auth: 'none',
+      tag: 'Calls',
+      summary: 'Start a browser call with an assistant (by its UUID); public, rate limited. Open `websocket_url` within 5 minutes',
+      requestSchema: webCallSchema.schema,
+      successStatus: 201,
+      async handler(req) {
+        const verdict = options.perIp.take(`ip:${req.ip}`);
+        if (!verdict.ok) throw new PlatformError('too_many_requests', { headers: { 'Retry-After': String(verdict.retryAfterSeconds) } });
+        const input = webCallSchema(req.body);
+        return json(201, await voice.startWebCall(input.assistant_id));
+      },
+    },
+  ];
+}

@@ -1,0 +1,121 @@
+import type uWS from 'uWebSockets.js';
+import type { VoiceService } from '../../runtime/calls/live.js';
+import { Downsampler, Upsampler, mulawDecode, mulawEncode } from '../../runtime/calls/voice/audio.js';
+import type { CallSession, CallTransport } from '../../runtime/calls/voice/session.js';
+import type { Logger } from '../../runtime/logger.js';
+import { FrameAssembler, MAX_BUFFERED_BYTES } from './media.js';
+
+/**
+ * Twilio Media Streams (bidirectional) at `GET /ws/telephony/twilio`: the serializer between
+ * Twilio's JSON messages (8 kHz mu-law, base64) and the call's PCM16 16 kHz frames. A `start`
+ * whose `call_id`/`token` parameters do not claim a waiting call closes the socket (1008).
+ * Another carrier with a media-stream socket is one more file like this one.
+ */
+
+interface SocketData {
+  session: CallSession | undefined;
+  streamSid: string;
+  input: { audio(frame: Int16Array): void } | undefined;
+  assembler: FrameAssembler | undefined;
+  upsampler: Upsampler;
+  closed: boolean;
+  stopped: boolean;
+}
+
+interface TwilioMessage {
+  event?: string;
+  streamSid?: string;
+  start?: { streamSid?: string; callSid?: string; customParameters?: Record<string, string> };
+  media?: { payload?: string; track?: string };
+  mark?: { name?: string };
+  dtmf?: { digit?: string };
+}
+
+export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService; logger: Logger; onCount?: (delta: number) => void }): void {
+  app.ws<SocketData>('/ws/telephony/twilio', {
+    maxPayloadLength: 64 * 1024,
+    idleTimeout: 60,
+    sendPingsAutomatically: true,
+    upgrade(res, req, context) {
+      res.upgrade<SocketData>(
+        { session: undefined, streamSid: '', input: undefined, assembler: undefined, upsampler: new Upsampler(), closed: false, stopped: false },
+        req.getHeader('sec-websocket-key'),
+        req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'),
+        context,
+      );
+    },
+    open() {
+      deps.onCount?.(1);
+    },
+    message(ws, raw, isBinary) {
+      const data = ws.getUserData();
+      if (isBinary || data.closed) return;
+      let message: TwilioMessage;
+      try {
+        message = JSON.parse(Buffer.from(raw).toString('utf8')) as TwilioMessage;
+      } catch {
+        return;
+      }
+      switch (message.event) {
+        case 'start': {
+          if (data.session) return;
+          const params = message.start?.customParameters ?? {};
+          const session = deps.voice.claim(Number(params.call_id), String(params.token ?? ''));
+          if (!session) {
+            deps.logger.warn({ callId: params.call_id }, 'media stream refused: unknown, used or expired stream token');
+            data.closed = true;
+            ws.end(1008, 'invalid stream token');
+            return;
+          }
+          data.session = session;
+          data.streamSid = message.start?.streamSid ?? message.streamSid ?? '';
+          const downsampler = new Downsampler();
+          const transport: CallTransport = {
+            sendAudio(frame) {
+              if (data.closed || ws.getBufferedAmount() > MAX_BUFFERED_BYTES) return;
+              ws.send(JSON.stringify({ event: 'media', streamSid: data.streamSid, media: { payload: mulawEncode(downsampler.process(frame)).toString('base64') } }));
+            },
+            sendMark(name) {
+              if (!data.closed) ws.send(JSON.stringify({ event: 'mark', streamSid: data.streamSid, mark: { name } }));
+            },
+            clear() {
+              if (!data.closed) ws.send(JSON.stringify({ event: 'clear', streamSid: data.streamSid }));
+            },
+            close() {
+              if (data.closed) return;
+              data.closed = true;
+              ws.end(1000, 'call ended');
+            },
+          };
+          data.input = deps.voice.attach(session, transport);
+          data.assembler = new FrameAssembler((frame) => data.input?.audio(frame));
+          return;
+        }
+        case 'media':
+          if (message.media?.payload && data.assembler && (message.media.track ?? 'inbound') === 'inbound') {
+            data.assembler.push(data.upsampler.process(mulawDecode(Buffer.from(message.media.payload, 'base64'))));
+          }
+          return;
+        case 'mark':
+          if (message.mark?.name) data.session?.mark(message.mark.name);
+          return;
+        case 'dtmf':
+          if (message.dtmf?.digit) data.session?.dtmf(message.dtmf.digit);
+          return;
+        case 'stop':
+          data.stopped = true;
+          data.session?.send({ type: 'CALLER_HUNG_UP' });
+          return;
+        default:
+      }
+    },
+    close(ws) {
+      const data = ws.getUserData();
+      deps.onCount?.(-1);
+      const wasClosed = data.closed;
+      data.closed = true;
+      if (!wasClosed && !data.stopped && data.session?.live) data.session.send({ type: 'CONNECTION_LOST' });
+    },
+  });
+}

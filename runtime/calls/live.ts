@@ -1,0 +1,395 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { sql, type DatabasePool } from 'slonik';
+import { z } from 'zod';
+import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
+import type { CatalogService } from '../catalog/service.js';
+import type { Clock } from '../clock.js';
+import { renderTemplate } from '../conversations/engine.js';
+import { SEARCH_FUNCTION, toolFunction } from '../conversations/tools.js';
+import { PlatformError, ValidationError } from '../errors.js';
+import type { KnowledgeService } from '../knowledge/service.js';
+import type { LlmRegistry } from '../llm/registry.js';
+import type { Logger } from '../logger.js';
+import type { OutboundFetch } from '../net/outbound.js';
+import { isoTimestamp } from '../time.js';
+import { listAssistantTools } from '../tools/repository.js';
+import { enqueueCallEnded } from '../webhooks/outbox.js';
+import type { CallStatus } from '../../schemas/calls.js';
+import { CarrierError, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
+import { closeOrphanedCalls, endCall, insertCall, setCarrierCallId, updateCallStatus } from './repository.js';
+import { builtinFunctions } from './voice/builtins.js';
+import type { CarrierFailure } from './voice/machine.js';
+import type { SpeechRegistry } from './voice/registry.js';
+import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from './voice/session.js';
+
+/**
+ * Live calls of this process: creating them (inbound webhook, outbound request, web call), the
+ * one-time stream tokens that let a media socket join its call, the 20 ms ticker that paces every
+ * call's outgoing audio, the watchdog that ends calls whose media stopped, and persistence of
+ * every status change (the end, with its webhook, in one transaction).
+ */
+
+export interface VoiceMetrics {
+  voiceToVoice(ms: number): void;
+  turn(mode: CallMode): void;
+  interruption(mode: CallMode): void;
+}
+
+export interface VoiceDeps {
+  readonly pool: DatabasePool;
+  readonly catalog: CatalogService;
+  readonly llm: LlmRegistry;
+  readonly speech: SpeechRegistry;
+  readonly knowledge: KnowledgeService;
+  readonly outbound: OutboundFetch;
+  readonly carrier: Carrier;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** The public origin (PUBLIC_URL), resolved once the server listens. */
+  publicUrl(): string;
+  readonly calendarBaseUrl: string;
+  readonly metrics?: VoiceMetrics;
+  wakeWebhooks(): void;
+}
+
+const TOKEN_TTL_MS = 5 * 60_000;
+/** A media stream silent this long (no frames at all) is a dropped connection. */
+export const MEDIA_TIMEOUT_MS = 5_000;
+const TICK_MS = 20;
+const E164 = /^\+[1-9]\d{6,14}$/;
+const VOICE_STYLE = 'You are speaking on a live phone call. Answer in short, natural spoken sentences, without lists, markdown or emojis.';
+
+interface Live {
+  readonly session: CallSession;
+  readonly mode: CallMode;
+  readonly tokenHash: Buffer;
+  readonly tokenExpires: number;
+  tokenUsed: boolean;
+  carrierCallId: string | null;
+  lastMediaAt: number;
+  attached: boolean;
+  persisting: Promise<void>;
+  readonly ended: Promise<void>;
+  resolveEnded(): void;
+}
+
+const digest = (token: string) => createHash('sha256').update(token).digest();
+const balanceOf = (pool: DatabasePool, userId: number) => pool.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`);
+
+export function createVoiceService(deps: VoiceDeps) {
+  const { pool, clock, logger } = deps;
+  const live = new Map<number, Live>();
+  const endedWaiters = new Map<number, Promise<void>>();
+  let tickTimer: unknown;
+  let nextTick = 0;
+  let stopped = false;
+
+  const wsBase = () => deps.publicUrl().replace(/^http/, 'ws');
+
+  function schedule(): void {
+    if (tickTimer !== undefined || stopped || live.size === 0) return;
+    nextTick = Math.max(nextTick + TICK_MS, clock.now() + 1);
+    tickTimer = clock.setTimeout(tick, Math.max(0, nextTick - clock.now()));
+  }
+
+  function tick(): void {
+    tickTimer = undefined;
+    const now = clock.now();
+    for (const entry of live.values()) {
+      if (!entry.attached) continue;
+      entry.session.tick();
+      if (entry.session.currentStatus === 'in-progress' && now - entry.lastMediaAt > MEDIA_TIMEOUT_MS) {
+        logger.warn({ callId: entry.session.spec.callId }, 'no media for 5 s; ending the call');
+        entry.session.send({ type: 'CONNECTION_LOST' });
+      }
+    }
+    if (nextTick < now - 10 * TICK_MS) nextTick = now;
+    schedule();
+  }
+
+  async function buildSpec(assistant: AssistantRow, callId: number, type: CallSpec['type'], variables: Record<string, unknown>): Promise<CallSpec> {
+    const catalog = await deps.catalog.get();
+    const language = catalog.languages.get(assistant.language_id)!;
+    const voice = catalog.voices.get(assistant.voice_id)!;
+    const mode = assistant.mode;
+    const ttsProvider = assistant.synthesizer_provider_id ?? voice.synthesizer_provider_id ?? language.default_synthesizer_provider_id;
+    const languages = [language, ...assistant.secondary_language_ids.map((id) => catalog.languages.get(id)).filter((l) => l !== undefined)].map((l) => {
+      const own = l.id === language.id ? voice : catalog.voicesFor({ mode, languageId: l.id }).find((v) => v.synthesizer_provider_id === ttsProvider && v.language_id === l.id) ?? voice;
+      return { code: l.iso_2, name: l.name, voice: own.provider_voice_id };
+    });
+    const model = async (id: number | null) => {
+      const row = id === null ? undefined : catalog.models.get(id);
+      return row ? { provider: deps.llm.provider(row.provider), model: row.code } : undefined;
+    };
+    const textModel = (await model(mode === 'pipeline' ? assistant.llm_model_id : assistant.chat_llm_fallback_id)) ?? { provider: deps.llm.provider('dev'), model: 'dev' };
+    const tools = await listAssistantTools(pool, assistant.id);
+    const kbId = assistant.knowledgebase_id ?? undefined;
+    const builtins = { tools: assistant.tools, timezone: assistant.timezone, outbound: deps.outbound, calendarBaseUrl: deps.calendarBaseUrl };
+    const functions = [...tools.map(toolFunction), ...(kbId !== undefined && assistant.knowledgebase_mode === 'function_call' ? [SEARCH_FUNCTION] : []), ...builtinFunctions(builtins).map((b) => b.definition)];
+    const merged = { ...assistant.variables, ...variables };
+    const multimodalModel = assistant.multimodal_model_id === null ? undefined : catalog.models.get(assistant.multimodal_model_id);
+    const sttCode = catalog.providers.get(assistant.transcriber_provider_id ?? language.default_transcriber_provider_id)?.code ?? 'dev';
+    const ttsCode = catalog.providers.get(ttsProvider)?.code ?? 'dev';
+    return {
+      callId,
+      ownerId: assistant.user_id,
+      type,
+      mode,
+      systemPrompt: `${renderTemplate(assistant.system_prompt, merged)}\n\n${VOICE_STYLE}`,
+      greeting: assistant.initial_message ? renderTemplate(assistant.initial_message, merged) : null,
+      waitForCustomer: assistant.wait_for_customer,
+      timers: {
+        ringingMs: assistant.ringing_time * 1000,
+        maxDurationMs: assistant.max_duration * 1000,
+        maxSilenceMs: assistant.max_silence_duration * 1000,
+        initialSilenceMs: assistant.max_initial_silence_duration === null ? null : assistant.max_initial_silence_duration * 1000,
+        reengageMs: assistant.reengagement_interval * 1000,
+      },
+      reengagementPrompt: assistant.reengagement_prompt,
+      voiceMailMessage: assistant.voice_mail_message,
+      endCallOnVoicemail: assistant.end_call_on_voicemail,
+      allowInterruptions: assistant.allow_interruptions,
+      interruptSensitivity: assistant.interrupt_sensitivity,
+      minInterruptWords: assistant.min_interrupt_words,
+      endpointType: assistant.endpoint_type,
+      endpointSensitivity: assistant.endpoint_sensitivity,
+      fillers: assistant.fillers && mode === 'pipeline',
+      temperature: assistant.llm_temperature,
+      ambient: assistant.ambient_sound === 'off' ? null : { sound: assistant.ambient_sound, volume: assistant.ambient_sound_volume },
+      languages,
+      voiceSettings: { speed: assistant.speech_speed, stability: assistant.voice_stability, similarity: assistant.voice_similarity, emotion: assistant.tts_emotion_enabled },
+      llm: textModel,
+      fallback: mode === 'pipeline' ? await model(assistant.chat_llm_fallback_id) : undefined,
+      stt: mode === 'pipeline' ? deps.speech.stt(sttCode) : undefined,
+      tts: mode === 'multimodal' ? undefined : deps.speech.tts(ttsCode),
+      realtime:
+        mode === 'pipeline'
+          ? undefined
+          : { provider: deps.speech.realtime(multimodalModel?.provider ?? 'dev'), model: multimodalModel?.code ?? 'dev-realtime', voice: voice.provider_voice_id, threshold: assistant.turn_detection_threshold },
+      functions,
+      functionContext: { ownerId: assistant.user_id, tools: new Map(tools.map((t) => [t.name, t])), knowledgebaseId: kbId, knowledge: deps.knowledge, outbound: deps.outbound, fallbackQuery: '' },
+      builtins,
+      answeredBy: null,
+    };
+  }
+
+  function persist(entry: Live, work: () => Promise<void>): void {
+    entry.persisting = entry.persisting.then(work).catch((error: unknown) => logger.error({ err: error, callId: entry.session.spec.callId }, 'call state could not be saved'));
+  }
+
+  async function start(
+    assistant: AssistantRow,
+    call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
+  ): Promise<{ id: number; token: string; entry: Live }> {
+    if ((await balanceOf(pool, assistant.user_id)) <= 0) throw new PlatformError('insufficient_balance');
+    const id = await insertCall(pool, {
+      userId: assistant.user_id,
+      assistantId: assistant.id,
+      assistantName: assistant.name,
+      type: call.type,
+      mode: assistant.mode,
+      status: call.status,
+      assistantPhoneNumber: call.assistantNumber,
+      clientPhoneNumber: call.clientNumber,
+      variables: call.variables,
+      carrierCallId: call.carrierCallId,
+    });
+    const spec = await buildSpec(assistant, id, call.type, call.variables);
+    const token = randomBytes(24).toString('base64url');
+    let resolveEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (resolveEnded = resolve));
+    endedWaiters.set(id, ended);
+    let entry!: Live;
+    const session = new CallSession(spec, clock, logger.child({ callId: id, userId: assistant.user_id }), {
+      status: (status, at) => {
+        if (status === 'initiated' || !entry) return;
+        if (status === 'in-progress') entry.lastMediaAt = clock.now();
+        persist(entry, () => updateCallStatus(pool, id, status as CallStatus, isoTimestamp(at)));
+      },
+      ended: (end) => finish(entry, end),
+      transfer: async (number) => {
+        if (entry.carrierCallId) await deps.carrier.transfer(entry.carrierCallId, number);
+      },
+      voiceToVoice: (ms) => deps.metrics?.voiceToVoice(ms),
+      turn: () => deps.metrics?.turn(spec.mode),
+      interruption: () => deps.metrics?.interruption(spec.mode),
+    });
+    entry = {
+      session,
+      mode: spec.mode,
+      tokenHash: digest(token),
+      tokenExpires: clock.now() + TOKEN_TTL_MS,
+      tokenUsed: false,
+      carrierCallId: call.carrierCallId,
+      lastMediaAt: clock.now(),
+      attached: false,
+      persisting: Promise.resolve(),
+      ended,
+      resolveEnded,
+    };
+    live.set(id, entry);
+    if (call.status === 'ringing') session.send({ type: 'RINGING' });
+    return { id, token, entry };
+  }
+
+  function finish(entry: Live, end: CallEnd): void {
+    const id = entry.session.spec.callId;
+    if (live.get(id) === entry) live.delete(id);
+    persist(entry, async () => {
+      await pool.transaction(async (tx) => {
+        const wrote = await endCall(tx, id, {
+          status: end.status as CallStatus,
+          transcript: end.transcript,
+          duration: end.durationSeconds,
+          answeredBy: end.answeredBy,
+          answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
+          endedAt: isoTimestamp(end.endedAt),
+        });
+        if (wrote) await enqueueCallEnded(tx, id);
+      });
+      deps.wakeWebhooks();
+      if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
+    });
+    void entry.persisting.then(() => entry.resolveEnded());
+  }
+
+  /** The media socket joins its call; one use per token, within 5 minutes. */
+  function claim(callId: number, token: string): CallSession | undefined {
+    const entry = live.get(callId);
+    if (!entry || entry.tokenUsed || clock.now() > entry.tokenExpires) return undefined;
+    const given = digest(token);
+    if (!timingSafeEqual(given, entry.tokenHash)) return undefined;
+    entry.tokenUsed = true;
+    return entry.session;
+  }
+
+  function attach(session: CallSession, transport: CallTransport): { audio(frame: Int16Array): void } {
+    const entry = live.get(session.spec.callId);
+    if (!entry) {
+      transport.close();
+      return { audio: () => {} };
+    }
+    entry.attached = true;
+    entry.lastMediaAt = clock.now();
+    session.attach(transport);
+    schedule();
+    return {
+      audio(frame) {
+        entry.lastMediaAt = clock.now();
+        session.audio(frame);
+      },
+    };
+  }
+
+  async function inboundAssistant(number: string): Promise<AssistantRow | null> {
+    const owner = await pool.maybeOne(sql.type(z.object({ id: z.number(), user_id: z.number() }))`
+      SELECT a.id, a.user_id FROM assistants a JOIN phone_numbers p ON p.id = a.phone_number_id
+      WHERE p.phone_number = ${number} AND p.type <> 'caller_id' AND a.type = 'inbound' ORDER BY a.id LIMIT 1`);
+    return owner ? findAssistant(pool, owner.user_id, owner.id) : null;
+  }
+
+  const sweeper = setInterval(() => {
+    closeOrphanedCalls(pool).then(
+      (ids) => ids.length > 0 && logger.warn({ calls: ids }, 'closed calls left unfinished by a stopped process'),
+      () => {},
+    );
+  }, 5 * 60_000);
+  sweeper.unref();
+
+  return {
+    /** Twilio's voice webhook for a call to one of the platform's numbers; returns TwiML. */
+    async inbound(params: { to: string; from: string; callSid: string; answeredBy?: string }): Promise<string> {
+      const assistant = await inboundAssistant(params.to);
+      if (!assistant) return sayAndHangUpTwiml('The number you have called is not connected to an assistant. Goodbye.');
+      try {
+        const { id, token, entry } = await start(assistant, { type: 'inbound', status: 'ringing', assistantNumber: params.to, clientNumber: params.from || null, variables: {}, carrierCallId: params.callSid || null });
+        entry.session.warmUp();
+        return streamTwiml(`${wsBase()}/ws/telephony/twilio`, { call_id: String(id), token });
+      } catch (error) {
+        if (error instanceof PlatformError && error.code === 'insufficient_balance') return sayAndHangUpTwiml('This assistant is not available right now. Please try again later. Goodbye.');
+        throw error;
+      }
+    },
+
+    /** A carrier status callback (`CallStatus`, `AnsweredBy`) for a call. */
+    carrierStatus(callId: number, status: string, answeredBy?: string): void {
+      const entry = live.get(callId);
+      if (!entry) return;
+      const session = entry.session;
+      if (answeredBy) session.answeredBy(/^machine|^fax/.test(answeredBy) ? 'machine' : answeredBy === 'human' ? 'human' : 'unknown');
+      const failures: Record<string, CarrierFailure> = { busy: 'busy', 'no-answer': 'no-answer', canceled: 'no-answer', failed: 'failed' };
+      if (status === 'ringing') session.send({ type: 'RINGING' });
+      else if (failures[status]) session.send({ type: 'CARRIER_FAILED', status: failures[status] });
+      else if (status === 'completed') session.send(session.currentStatus === 'in-progress' ? { type: 'CARRIER_COMPLETED' } : { type: 'CARRIER_FAILED', status: 'no-answer' });
+    },
+
+    /**
+     * Places an outbound call with an `outbound` assistant that has a phone number.
+     * @throws ValidationError, PlatformError `assistant_not_found` / `insufficient_balance`.
+     */
+    async place(userId: number, input: { assistantId: number; phoneNumber: string; variables: Record<string, unknown> }): Promise<{ id: number; status: 'initiated' }> {
+      const assistant = await findAssistant(pool, userId, input.assistantId);
+      if (!assistant) throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
+      if (assistant.type !== 'outbound') throw ValidationError.field('assistant_id', 'The assistant must be an outbound assistant.');
+      if (assistant.phone_number_id === null) throw ValidationError.field('assistant_id', 'The assistant has no phone number to call from.');
+      if (!E164.test(input.phoneNumber)) throw ValidationError.field('phone_number', 'The phone number must be in E.164 format (for example +14155550100).');
+      const from = await pool.oneFirst(sql.type(z.object({ phone_number: z.string() }))`SELECT phone_number FROM phone_numbers WHERE id = ${assistant.phone_number_id}`);
+      const { id, token, entry } = await start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null });
+      const streamUrl = `${wsBase()}/ws/telephony/twilio`;
+      deps.carrier
+        .place({ callId: id, to: input.phoneNumber, from, twiml: streamTwiml(streamUrl, { call_id: String(id), token }), streamUrl, token, statusUrl: `${deps.publicUrl()}/api/telephony/twilio/status?call_id=${id}` })
+        .then(
+          ({ carrierCallId }) => {
+            entry.carrierCallId = carrierCallId;
+            persist(entry, () => setCarrierCallId(pool, id, carrierCallId));
+            entry.session.warmUp();
+          },
+          (error: unknown) => {
+            logger.warn({ err: error, callId: id }, 'the carrier could not place the call');
+            entry.session.send({ type: 'CARRIER_FAILED', status: 'failed', reason: error instanceof CarrierError ? error.message : 'The carrier could not place the call' });
+          },
+        );
+      return { id, status: 'initiated' };
+    },
+
+    /** A browser call to an assistant by its public UUID. */
+    async startWebCall(assistantUuid: string): Promise<{ call_id: number; websocket_url: string; token: string }> {
+      const assistant = await findAssistantByUuid(pool, assistantUuid);
+      if (!assistant) throw new PlatformError('assistant_not_found');
+      const { id, token } = await start(assistant, { type: 'web', status: 'initiated', assistantNumber: null, clientNumber: null, variables: {}, carrierCallId: null });
+      return { call_id: id, websocket_url: `${wsBase()}/ws/web-call?call_id=${id}&token=${encodeURIComponent(token)}`, token };
+    },
+
+    claim,
+    attach,
+
+    /** Resolves once the call has ended and its end is saved (with its webhook queued). */
+    whenEnded(callId: number): Promise<void> {
+      return endedWaiters.get(callId) ?? Promise.resolve();
+    },
+
+    session(callId: number): CallSession | undefined {
+      return live.get(callId)?.session;
+    },
+
+    liveCount(mode?: CallMode): number {
+      if (!mode) return live.size;
+      let n = 0;
+      for (const entry of live.values()) if (entry.mode === mode) n++;
+      return n;
+    },
+
+    /** Ends every live call (`ended`) and waits for their ends to be saved. */
+    async stop(): Promise<void> {
+      stopped = true;
+      clearInterval(sweeper);
+      if (tickTimer !== undefined) clock.clearTimeout(tickTimer);
+      const pending = [...live.values()];
+      for (const entry of pending) entry.session.end('ended');
+      for (const entry of pending) if (entry.session.live) entry.session.send({ type: 'CONNECTION_LOST' });
+      await Promise.all(pending.map((entry) => entry.persisting));
+    },
+  };
+}
+
+export type VoiceService = ReturnType<typeof createVoiceService>;

@@ -1,0 +1,131 @@
+import { EventEmitter } from 'node:events';
+import WebSocket from 'ws';
+import { Downsampler, FRAME_SAMPLES, Upsampler, mulawDecode, mulawEncode } from './voice/audio.js';
+
+/**
+ * A phone on the client side of the Twilio media-stream protocol: it sends `connected`, `start`
+ * (with the stream parameters), `media` frames of 8 kHz mu-law, `mark` echoes, `dtmf` and `stop`,
+ * and receives the agent's `media`, `mark` and `clear`. The loopback carrier answers calls with
+ * it, benchmarks run hundreds of them, and tests drive it frame by frame.
+ */
+
+export interface PhoneEvents {
+  /** The agent's audio, as 16 kHz PCM16 (converted back from mu-law). */
+  audio: [Int16Array];
+  mark: [string];
+  clear: [];
+  close: [number];
+}
+
+let sequence = 0;
+
+export class MediaStreamPhone extends EventEmitter<PhoneEvents> {
+  readonly socket: WebSocket;
+  readonly streamSid = `MZ${(++sequence).toString(16).padStart(32, '0')}`;
+  private readonly down = new Downsampler();
+  private readonly up = new Upsampler();
+  private chunk = 0;
+  private timestamp = 0;
+  private seq = 0;
+  /** Echo marks back (as Twilio does once the audio before them has played). */
+  echoMarks = true;
+  closed = false;
+
+  constructor(url: string, private readonly start: { callSid: string; customParameters: Record<string, string> }) {
+    super();
+    this.socket = new WebSocket(url);
+    this.socket.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      let message: { event?: string; media?: { payload?: string }; mark?: { name?: string } };
+      try {
+        message = JSON.parse(data.toString());
+      } catch {
+        return;
+      }
+      if (message.event === 'media' && message.media?.payload) this.emit('audio', this.up.process(mulawDecode(Buffer.from(message.media.payload, 'base64'))));
+      else if (message.event === 'mark' && message.mark?.name) {
+        if (this.echoMarks) this.send({ event: 'mark', streamSid: this.streamSid, mark: { name: message.mark.name } });
+        this.emit('mark', message.mark.name);
+      } else if (message.event === 'clear') this.emit('clear');
+    });
+    this.socket.on('close', (code) => {
+      this.closed = true;
+      this.emit('close', code);
+    });
+    this.socket.on('error', () => {});
+  }
+
+  /** Opens the socket and sends `connected` and `start`. */
+  async open(): Promise<void> {
+    if (this.socket.readyState !== WebSocket.OPEN) {
+      await new Promise<void>((resolve, reject) => {
+        this.socket.once('open', () => resolve());
+        this.socket.once('error', reject);
+        this.socket.once('close', () => reject(new Error('closed before opening')));
+      });
+    }
+    this.send({ event: 'connected', protocol: 'Call', version: '1.0.0' });
+    this.send({
+      event: 'start',
+      sequenceNumber: String(++this.seq),
+      start: {
+        accountSid: 'AC00000000000000000000000000000000',
+        streamSid: this.streamSid,
+        callSid: this.start.callSid,
+        tracks: ['inbound'],
+        mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
+        customParameters: this.start.customParameters,
+      },
+      streamSid: this.streamSid,
+    });
+  }
+
+  send(message: unknown): void {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
+  }
+
+  /** One 20 ms frame of the caller's voice (16 kHz PCM16, 320 samples); silence when omitted. */
+  speak(frame: Int16Array = new Int16Array(FRAME_SAMPLES)): void {
+    const payload = mulawEncode(this.down.process(frame)).toString('base64');
+    this.send({ event: 'media', sequenceNumber: String(++this.seq), media: { track: 'inbound', chunk: String(++this.chunk), timestamp: String(this.timestamp), payload }, streamSid: this.streamSid });
+    this.timestamp += 20;
+  }
+
+  dtmf(digit: string): void {
+    this.send({ event: 'dtmf', streamSid: this.streamSid, sequenceNumber: String(++this.seq), dtmf: { track: 'inbound_track', digit } });
+  }
+
+  /** The caller hangs up. */
+  hangUp(): void {
+    this.send({ event: 'stop', sequenceNumber: String(++this.seq), streamSid: this.streamSid, stop: { accountSid: 'AC00000000000000000000000000000000', callSid: this.start.callSid } });
+    this.socket.close(1000);
+  }
+
+  /** Resolves after the server has handled everything sent before it (WebSocket ping/pong). */
+  sync(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.socket.readyState !== WebSocket.OPEN) return resolve();
+      const done = () => {
+        this.socket.off('pong', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.on('pong', done);
+      this.socket.on('close', done);
+      this.socket.ping();
+    });
+  }
+}
+
+/** The default loopback phone: answers, stays silent (paced in real time) and listens until the call ends. */
+export function silentPhone(call: { carrierCallId: string; streamUrl: string; token: string; callId: number }): void {
+  const phone = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } });
+  let timer: NodeJS.Timeout | undefined;
+  phone.open().then(
+    () => {
+      timer = setInterval(() => phone.speak(), 20);
+    },
+    () => {},
+  );
+  phone.on('close', () => clearInterval(timer));
+}

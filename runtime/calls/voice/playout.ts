@@ -1,0 +1,204 @@
+import type { Clock } from '../../clock.js';
+import { FRAME_SAMPLES, mixInto } from './audio.js';
+
+/**
+ * The agent's outgoing audio for one call. Speech arrives as segments (one per sentence) in chunks
+ * of any length; the playout cuts them into 20 ms frames and sends them paced by the call ticker,
+ * one per tick, with a lead of up to three frames so the first audio leaves without waiting for
+ * a tick. After each segment a mark goes out; the transport echoes it when the caller has heard
+ * that far (Twilio `mark`, the web call's `mark` frame), which is how the playout knows the agent
+ * has finished speaking. `clear()` drops everything unsent (barge-in), and what the caller heard
+ * is reported per segment as the share of its frames that went out.
+ */
+
+export interface PlayoutSink {
+  audio(frame: Int16Array): void;
+  mark(name: string): void;
+  clear(): void;
+}
+
+export interface Segment {
+  readonly id: number;
+  /** What the segment says; a realtime model's transcript may arrive while it plays. */
+  text: string;
+  readonly frames: Int16Array[];
+  sent: number;
+  complete: boolean;
+  acked: boolean;
+  remainder: Int16Array | undefined;
+}
+
+const LEAD_FRAMES = 3;
+/** A transport that never echoes marks is taken to have played a segment this long after its last frame. */
+const MARK_TIMEOUT_MS = 1_000;
+
+export class Playout {
+  private readonly segments: Segment[] = [];
+  private readonly markSent = new Set<number>();
+  private credit = LEAD_FRAMES;
+  private nextId = 1;
+  private ambientOffset = 0;
+  private markTimer: unknown;
+  /** Frames sent while the agent had something to say; the voice-to-voice probe reads the first. */
+  onSpeechFrame: ((segment: Segment) => void) | undefined;
+  /** Every sent frame (agent speech, ambient or both), for the recording. */
+  onFrame: ((frame: Int16Array) => void) | undefined;
+  /** Everything queued has been heard. */
+  onDrained: (() => void) | undefined;
+
+  constructor(
+    private readonly sink: PlayoutSink,
+    private readonly clock: Clock,
+    private readonly ambient?: { bed: Int16Array; gain: number },
+  ) {}
+
+  /** Starts a segment for `text`; audio follows with `push`, then `finish`. */
+  begin(text: string): Segment {
+    const segment: Segment = { id: this.nextId++, text, frames: [], sent: 0, complete: false, acked: false, remainder: undefined };
+    this.segments.push(segment);
+    return segment;
+  }
+
+  push(segment: Segment, samples: Int16Array): void {
+    let offset = 0;
+    if (segment.remainder) {
+      const need = FRAME_SAMPLES - segment.remainder.length;
+      const joined = new Int16Array(FRAME_SAMPLES);
+      joined.set(segment.remainder);
+      joined.set(samples.subarray(0, need), segment.remainder.length);
+      if (samples.length >= need) {
+        segment.frames.push(joined);
+        segment.remainder = undefined;
+        offset = need;
+      } else {
+        segment.remainder = joined.subarray(0, segment.remainder.length + samples.length);
+        return;
+      }
+    }
+    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) segment.frames.push(samples.slice(offset, offset + FRAME_SAMPLES));
+    if (offset < samples.length) segment.remainder = samples.slice(offset);
+    this.pump();
+  }
+
+  finish(segment: Segment): void {
+    if (segment.remainder) {
+      const last = new Int16Array(FRAME_SAMPLES);
+      last.set(segment.remainder);
+      segment.frames.push(last);
+      segment.remainder = undefined;
+    }
+    segment.complete = true;
+    this.pump();
+  }
+
+  /** Whether anything is queued, playing, or waiting for its mark. */
+  get busy(): boolean {
+    return this.segments.length > 0;
+  }
+
+  /** Called every 20 ms by the call ticker. */
+  tick(): void {
+    this.credit = Math.min(LEAD_FRAMES, this.credit + 1);
+    if (!this.pump() && this.ambient && this.credit > 0) {
+      this.credit--;
+      this.send(new Int16Array(FRAME_SAMPLES), undefined);
+    }
+  }
+
+  /** Sends what the lead allows; returns whether agent audio went out. */
+  private pump(): boolean {
+    let sent = false;
+    for (const segment of this.segments) {
+      while (this.credit > 0 && segment.sent < segment.frames.length) {
+        const frame = segment.frames[segment.sent++]!;
+        this.credit--;
+        this.send(frame, segment);
+        sent = true;
+      }
+      if (segment.sent < segment.frames.length || !segment.complete) return sent;
+      if (!segment.acked && segment.sent === segment.frames.length && !this.markSent.has(segment.id)) {
+        this.markSent.add(segment.id);
+        this.sink.mark(`seg-${segment.id}`);
+        this.armMarkTimeout();
+      }
+    }
+    return sent;
+  }
+
+  private send(frame: Int16Array, segment: Segment | undefined): void {
+    let out = frame;
+    if (this.ambient) {
+      out = segment ? frame.slice() : frame;
+      const bed = this.ambient.bed;
+      if (this.ambientOffset + FRAME_SAMPLES > bed.length) this.ambientOffset = 0;
+      mixInto(out, bed.subarray(this.ambientOffset, this.ambientOffset + FRAME_SAMPLES), this.ambient.gain);
+      this.ambientOffset += FRAME_SAMPLES;
+    }
+    if (segment) this.onSpeechFrame?.(segment);
+    this.onFrame?.(out);
+    this.sink.audio(out);
+  }
+
+  private armMarkTimeout(): void {
+    if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);
+    this.markTimer = this.clock.setTimeout(() => {
+      this.markTimer = undefined;
+      for (const segment of this.segments) if (this.markSent.has(segment.id)) segment.acked = true;
+      this.settle();
+    }, MARK_TIMEOUT_MS);
+  }
+
+  /** The transport echoed a mark. */
+  acknowledge(name: string): void {
+    const id = Number(name.replace(/^seg-/, ''));
+    const segment = this.segments.find((s) => s.id === id);
+    if (!segment) return;
+    for (const earlier of this.segments) {
+      earlier.acked ||= earlier.id <= id && this.markSent.has(earlier.id);
+    }
+    this.settle();
+  }
+
+  private settle(): void {
+    while (this.segments[0]?.acked) {
+      this.markSent.delete(this.segments[0].id);
+      this.segments.shift();
+    }
+    if (this.segments.length === 0) {
+      if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);
+      this.markTimer = undefined;
+      this.onDrained?.();
+    }
+  }
+
+  /**
+   * Drops everything not yet sent and tells the transport to discard its buffer.
+   * @returns the text of each segment cut to the share of its frames that went out.
+   */
+  clear(): { segment: Segment; heard: string; heardMs: number }[] {
+    const result = this.segments.map((segment) => ({ segment, heard: heardText(segment), heardMs: segment.sent * 20 }));
+    this.segments.length = 0;
+    this.markSent.clear();
+    if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);
+    this.markTimer = undefined;
+    this.sink.clear();
+    return result;
+  }
+
+  close(): void {
+    this.segments.length = 0;
+    if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);
+    this.markTimer = undefined;
+    this.onDrained = undefined;
+  }
+}
+
+/** The words of a segment the caller heard, in proportion to the frames sent. */
+export function heardText(segment: Segment): string {
+  if (segment.acked || (segment.complete && segment.sent >= segment.frames.length)) return segment.text;
+  const total = segment.complete ? segment.frames.length : Math.max(segment.frames.length, 1);
+  if (segment.sent === 0) return '';
+  const words = segment.text.split(/\s+/).filter(Boolean);
+  const share = Math.min(1, segment.sent / total);
+  return words.slice(0, Math.floor(words.length * share)).join(' ');
+}

@@ -1,0 +1,56 @@
+import type { Config } from '../../config.js';
+import type { Logger } from '../../logger.js';
+import { createDevRealtime, createDevStt, createDevTts, type TranscriptScript } from './dev.js';
+import type { RealtimeProvider, SttProvider, TtsProvider } from './providers.js';
+
+/**
+ * Which adapter serves a catalog speech provider or realtime model: the vendor's when its key is
+ * configured, else the `dev` provider (logged once per provider, so a missing key is visible).
+ * Tests and benchmarks may replace any of them.
+ */
+
+export interface SpeechOverrides {
+  readonly stt?: SttProvider;
+  readonly tts?: TtsProvider;
+  readonly realtime?: RealtimeProvider;
+  /** Scripted transcripts for the dev transcriber and dev realtime model. */
+  readonly transcripts?: TranscriptScript;
+}
+
+export interface SpeechAdapters {
+  readonly stt: Readonly<Record<string, () => SttProvider>>;
+  readonly tts: Readonly<Record<string, () => TtsProvider>>;
+  readonly realtime: Readonly<Record<string, () => RealtimeProvider>>;
+}
+
+export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}) {
+  const devStt = createDevStt(overrides.transcripts);
+  const devTts = createDevTts();
+  const devRealtime = createDevRealtime(overrides.transcripts);
+  const cache = new Map<string, SttProvider | TtsProvider | RealtimeProvider>();
+  const warned = new Set<string>();
+  function pick<T>(kind: string, code: string, table: Readonly<Record<string, () => T>>, dev: T): T {
+    if (code === 'dev') return dev;
+    const key = `${kind}:${code}`;
+    const cached = cache.get(key);
+    if (cached) return cached as T;
+    const make = table[code];
+    if (!make) {
+      if (!warned.has(key)) {
+        warned.add(key);
+        logger.warn({ kind, provider: code }, 'speech provider not configured; the dev provider serves it');
+      }
+      return dev;
+    }
+    const made = make();
+    cache.set(key, made as never);
+    return made;
+  }
+  return {
+    stt: (code: string): SttProvider => overrides.stt ?? pick('transcriber', code, adapters.stt, devStt),
+    tts: (code: string): TtsProvider => overrides.tts ?? pick('synthesizer', code, adapters.tts, devTts),
+    realtime: (provider: string): RealtimeProvider => overrides.realtime ?? pick('realtime', provider, adapters.realtime, devRealtime),
+  };
+}
+
+export type SpeechRegistry = ReturnType<typeof createSpeechRegistry>;

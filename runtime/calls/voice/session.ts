@@ -1,0 +1,828 @@
+import { createActor, fromCallback, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import type { Clock } from '../../clock.js';
+import { parseArguments, runFunction, streamRound, type FunctionContext, type ModelChoice } from '../../conversations/agent.js';
+import { MAX_TOOL_ROUNDS } from '../../conversations/machine.js';
+import type { ChatMessage, FunctionDefinition, ToolCall } from '../../llm/types.js';
+import type { Logger } from '../../logger.js';
+import { ambientBed, dtmfTone, type AmbientSound } from './audio.js';
+import { builtinFunctions, type BuiltinContext, type BuiltinEffect } from './builtins.js';
+import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
+import { Playout, heardText, type Segment } from './playout.js';
+import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
+import { EnergyVad, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
+
+/**
+ * One live call: the actor, the caller's audio in, the agent's audio out, and the engine of the
+ * assistant's mode in between.
+ *
+ * - `pipeline`: VAD and the transcriber find the end of the caller's turn; the text model answers
+ *   (with the conversations' tool loop); sentences are spoken by the TTS as they complete.
+ * - `multimodal`: a realtime speech-to-speech session hears the caller and speaks; this side still
+ *   runs the VAD for barge-in and timers, and the actor decides when a response is asked for.
+ * - `dualplex`: the realtime session answers in text, spoken by the assistant's TTS voice.
+ *
+ * The transcript keeps only what the caller heard: an interrupted answer is cut to the frames that
+ * went out, and the model's history gets the same cut.
+ */
+
+export type CallMode = 'pipeline' | 'multimodal' | 'dualplex';
+
+/** The one audio interface every transport speaks: PCM16 16 kHz frames in and out. */
+export interface CallTransport {
+  sendAudio(frame: Int16Array): void;
+  /** Asks the far end to echo `name` when everything sent so far has been played. */
+  sendMark(name: string): void;
+  /** Discards audio the far end has buffered but not played. */
+  clear(): void;
+  /** Ends the media connection. */
+  close(): void;
+}
+
+export interface TranscriptEntry {
+  readonly role: 'assistant' | 'user';
+  text: string;
+}
+
+export interface CallSpec {
+  readonly callId: number;
+  readonly ownerId: number;
+  readonly type: 'inbound' | 'outbound' | 'web';
+  readonly mode: CallMode;
+  readonly systemPrompt: string;
+  readonly greeting: string | null;
+  readonly waitForCustomer: boolean;
+  readonly timers: { ringingMs: number; maxDurationMs: number; maxSilenceMs: number; initialSilenceMs: number | null; reengageMs: number };
+  readonly reengagementPrompt: string | null;
+  readonly voiceMailMessage: string | null;
+  readonly endCallOnVoicemail: boolean;
+  readonly allowInterruptions: boolean;
+  readonly interruptSensitivity: number;
+  readonly minInterruptWords: number | null;
+  readonly endpointType: 'vad' | 'ai';
+  readonly endpointSensitivity: number;
+  readonly fillers: boolean;
+  readonly temperature: number;
+  readonly ambient: { sound: AmbientSound; volume: number } | null;
+  /** Languages by ISO code, the primary first, with a voice of the assistant's provider in each. */
+  readonly languages: ReadonlyArray<{ code: string; name: string; voice: string }>;
+  readonly voiceSettings: { speed: number; stability: number; similarity: number; emotion: boolean };
+  readonly llm: ModelChoice;
+  readonly fallback: ModelChoice | undefined;
+  readonly stt: SttProvider | undefined;
+  readonly tts: TtsProvider | undefined;
+  readonly realtime: { provider: RealtimeProvider; model: string; voice: string; threshold: number | null } | undefined;
+  readonly functions: readonly FunctionDefinition[];
+  readonly functionContext: FunctionContext;
+  readonly builtins: BuiltinContext;
+  /** The carrier said who answered (`AnsweredBy`), when it knows. */
+  answeredBy: 'human' | 'machine' | 'unknown' | null;
+}
+
+export interface CallEnd {
+  readonly status: string;
+  readonly failure: string | undefined;
+  readonly transcript: string;
+  readonly answeredAt: number | null;
+  readonly endedAt: number;
+  readonly durationSeconds: number;
+  readonly answeredBy: 'human' | 'machine' | 'unknown' | null;
+}
+
+export interface SessionHooks {
+  /** Every status the call enters, in order. */
+  status(status: string, at: number): void;
+  /** The call ended; called once. */
+  ended(end: CallEnd): void;
+  /** Transfer the live call to a number (the carrier redirects it). */
+  transfer(number: string): Promise<void>;
+  /** Milliseconds from the caller's last speech frame to the agent's first audio frame, less the end-of-turn silence. */
+  voiceToVoice?(ms: number): void;
+  turn?(): void;
+  interruption?(): void;
+}
+
+const STATUS_NAMES = new Set(['initiated', 'ringing', 'busy', 'in-progress', 'no-answer', 'failed', 'completed', 'ended_by_customer', 'ended_by_assistant', 'ended']);
+const DEFAULT_REENGAGEMENT = 'The caller has been silent for a while. In one short sentence, check whether they are still there.';
+const GOODBYES: Record<string, string> = {
+  max_duration: 'The call has reached its time limit. Say a short, friendly goodbye.',
+  balance: 'The call has to end now. Say a short, friendly goodbye.',
+  voicemail: 'Say a short goodbye.',
+  initial_silence: 'Nobody has answered. Say a short goodbye.',
+};
+const FILLERS = ['One moment.', 'Let me see.', 'Sure, just a second.'];
+const FILLER_DELAY_MS = 800;
+const FINAL_TRANSCRIPT_WAIT_MS = 1_500;
+const DTMF_WAIT_MS = 1_500;
+const MACHINE_GREETING_MS = 3_500;
+
+/** Cuts streamed text into sentences to speak as soon as each one is complete. */
+export class SentenceChunker {
+  private buffer = '';
+  push(delta: string): string[] {
+    this.buffer += delta;
+    const out: string[] = [];
+    for (;;) {
+      const match = /[.!?…]+["')\]]?\s+|\n+/.exec(this.buffer);
+      if (!match || match.index + match[0].length < 12) {
+        if (match && this.buffer.length > 200) continue;
+        break;
+      }
+      const end = match.index + match[0].length;
+      const sentence = this.buffer.slice(0, end).trim();
+      this.buffer = this.buffer.slice(end);
+      if (sentence) out.push(sentence);
+    }
+    return out;
+  }
+  flush(): string[] {
+    const rest = this.buffer.trim();
+    this.buffer = '';
+    return rest ? [rest] : [];
+  }
+}
+
+export class CallSession {
+  readonly actor: ActorRefFrom<typeof callMachine>;
+  readonly transcript: TranscriptEntry[] = [];
+  private transport: CallTransport | undefined;
+  private playout: Playout | undefined;
+  private readonly vad = new EnergyVad();
+  private stt: SttStream | undefined;
+  private realtime: RealtimeSession | undefined;
+  private readonly history: ChatMessage[];
+  private status = 'initiated';
+  private agent = '';
+  private answeredAt: number | null = null;
+  private ended = false;
+  private language: { code: string; name: string; voice: string };
+
+  // Turn detection (pipeline)
+  private speaking = false;
+  private turnActive = false;
+  private silenceMs = 0;
+  private bargeMs = 0;
+  private finals: string[] = [];
+  private interim = '';
+  private awaitingFinal: unknown;
+  private discardUtterance = false;
+  private lastSpeechAt = 0;
+  private turnSilenceMs = 0;
+  private firstUtteranceMs = 0;
+  private firstUtteranceDone = false;
+  private probe: { since: number; silence: number } | undefined;
+  private dtmfDigits = '';
+  private dtmfTimer: unknown;
+
+  // The response being spoken
+  private drainWaiter: (() => void) | undefined;
+  private current: { segments: Segment[]; entry: TranscriptEntry | undefined; realtimeItem?: string; realtimeMs: number } | undefined;
+
+  constructor(
+    readonly spec: CallSpec,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly hooks: SessionHooks,
+  ) {
+    this.language = spec.languages[0]!;
+    this.history = [{ role: 'system', content: spec.systemPrompt }];
+    const machine = callMachine.provide({
+      actors: {
+        respond: fromCallback<{ type: string }, ResponseRequest>(({ input, sendBack }) => {
+          const abort = new AbortController();
+          this.respond(input, abort.signal, (event) => {
+            if (!abort.signal.aborted) sendBack(event);
+          }).catch((error: unknown) => {
+            if (abort.signal.aborted) return;
+            this.logger.warn({ err: error, callId: spec.callId }, 'response failed');
+            sendBack({ type: 'RESPONSE_FAILED', reason: error instanceof Error ? error.message : 'The response failed' });
+          });
+          return () => {
+            abort.abort();
+            this.finishResponse(false);
+          };
+        }),
+      },
+    });
+    this.actor = createActor(machine, {
+      clock: clock as never,
+      input: { timers: spec.timers, greeting: spec.greeting, waitForCustomer: spec.waitForCustomer },
+    });
+    this.actor.subscribe({
+      next: (snapshot) => this.observe(snapshot),
+      error: (error) => {
+        this.logger.error({ err: error, callId: spec.callId }, 'call actor failed');
+        this.finish('failed', 'The call failed unexpectedly');
+      },
+    });
+    this.actor.start();
+  }
+
+  send(event: CallEvent): void {
+    if (!this.ended) this.actor.send(event);
+  }
+
+  /** Opens provider connections early (while the phone rings), so the first turn pays no connect time. */
+  warmUp(): void {
+    if (this.spec.mode === 'pipeline') this.openStt();
+    else this.openRealtime();
+  }
+
+  /** The media connection is up: the call is answered. */
+  attach(transport: CallTransport): void {
+    if (this.ended) {
+      transport.close();
+      return;
+    }
+    this.transport = transport;
+    const ambient = this.spec.ambient ? { bed: ambientBed(this.spec.ambient.sound), gain: this.spec.ambient.volume * 0.25 } : undefined;
+    this.playout = new Playout(
+      { audio: (frame) => transport.sendAudio(frame), mark: (name) => transport.sendMark(name), clear: () => transport.clear() },
+      this.clock,
+      ambient,
+    );
+    this.playout.onDrained = () => {
+      const waiter = this.drainWaiter;
+      this.drainWaiter = undefined;
+      waiter?.();
+    };
+    this.playout.onSpeechFrame = () => {
+      if (this.probe) {
+        const latency = this.clock.now() - this.probe.since - this.probe.silence;
+        this.probe = undefined;
+        this.hooks.voiceToVoice?.(Math.max(0, latency));
+      }
+    };
+    this.warmUp();
+    this.send({ type: 'ANSWERED' });
+  }
+
+  /** 20 ms tick of the call ticker: paces the agent's audio. */
+  tick(): void {
+    this.playout?.tick();
+  }
+
+  /** Echo of a mark from the far end. */
+  mark(name: string): void {
+    this.playout?.acknowledge(name);
+  }
+
+  // ---------------------------------------------------------------- caller audio
+
+  audio(frame: Int16Array): void {
+    if (this.status !== 'in-progress') return;
+    const speech = this.vad.process(frame);
+    if (this.spec.mode === 'pipeline') this.stt?.write(frame, speech);
+    else this.realtime?.appendAudio(frame);
+    this.detect(speech);
+  }
+
+  private agentAudible(): boolean {
+    return (this.agent === 'speaking' || this.agent === 'away') && this.playout !== undefined && this.playout.busy;
+  }
+
+  private detect(speech: boolean): void {
+    const now = this.clock.now();
+    if (speech) {
+      if (!this.speaking) {
+        this.speaking = true;
+        this.bargeMs = 0;
+        this.send({ type: 'SPEECH_START' });
+      }
+      this.lastSpeechAt = now;
+      this.silenceMs = 0;
+      if (!this.turnActive) {
+        this.turnActive = true;
+        this.discardUtterance = false;
+      }
+      if (!this.firstUtteranceDone) this.firstUtteranceMs += 20;
+      if (this.agentAudible() || this.agent === 'thinking') this.considerBargeIn();
+      return;
+    }
+    if (this.speaking) {
+      this.speaking = false;
+      this.send({ type: 'SPEECH_STOP' });
+    }
+    if (!this.turnActive) return;
+    this.silenceMs += 20;
+    if (!this.firstUtteranceDone && this.silenceMs >= 300) this.classifyAnswerer();
+    if (this.spec.mode !== 'pipeline') return;
+    const delay = endpointDelayMs(this.spec.endpointSensitivity, this.spec.endpointType, this.turnText());
+    if (this.silenceMs >= delay && this.awaitingFinal === undefined) {
+      this.turnSilenceMs = delay;
+      this.endTurn();
+    }
+  }
+
+  private considerBargeIn(): void {
+    this.bargeMs += 20;
+    this.checkBargeIn();
+  }
+
+  private checkBargeIn(): void {
+    if (this.agent === 'thinking') return;
+    if (!this.spec.allowInterruptions) {
+      this.discardUtterance = true;
+      return;
+    }
+    const text = this.turnText();
+    if (this.bargeMs < interruptDelayMs(this.spec.interruptSensitivity)) return;
+    if (this.spec.mode === 'pipeline') {
+      if (this.spec.minInterruptWords && wordCount(text) < this.spec.minInterruptWords) return;
+      if (text && isBackchannel(text)) {
+        this.discardUtterance = true;
+        return;
+      }
+    }
+    this.discardUtterance = false;
+    this.interrupt();
+  }
+
+  private interrupt(): void {
+    this.hooks.interruption?.();
+    this.finishResponse(true);
+    this.send({ type: 'INTERRUPT' });
+  }
+
+  private turnText(): string {
+    return [...this.finals, this.interim].filter(Boolean).join(' ');
+  }
+
+  private endTurn(): void {
+    this.stt?.finalize();
+    const settle = () => {
+      this.awaitingFinal = undefined;
+      const text = this.finals.join(' ').trim();
+      const discard = this.discardUtterance || (text !== '' && this.agentAudible() && isBackchannel(text));
+      this.finals = [];
+      this.interim = '';
+      this.turnActive = false;
+      this.silenceMs = 0;
+      this.discardUtterance = false;
+      if (discard || text === '') return;
+      this.userSaid(text);
+    };
+    if (this.finals.length > 0 && this.interim === '') return settle();
+    this.awaitingFinal = this.clock.setTimeout(settle, FINAL_TRANSCRIPT_WAIT_MS);
+    this.settleFinal = settle;
+  }
+
+  private settleFinal: (() => void) | undefined;
+
+  private userSaid(text: string): void {
+    this.transcript.push({ role: 'user', text });
+    this.probe = { since: this.lastSpeechAt, silence: this.turnSilenceMs };
+    this.hooks.turn?.();
+    this.send({ type: 'TURN', text });
+  }
+
+  private classifyAnswerer(): void {
+    this.firstUtteranceDone = true;
+    if (this.spec.type !== 'outbound' || this.spec.answeredBy !== null) return;
+    this.spec.answeredBy = this.firstUtteranceMs >= MACHINE_GREETING_MS ? 'machine' : 'human';
+    if (this.spec.answeredBy === 'machine') this.voicemail();
+  }
+
+  /** The carrier's answering-machine detection result. */
+  answeredBy(value: 'human' | 'machine' | 'unknown'): void {
+    this.spec.answeredBy = value;
+    if (value === 'machine') this.voicemail();
+  }
+
+  private voicemail(): void {
+    if (this.spec.endCallOnVoicemail) this.send({ type: 'VOICEMAIL', hangUp: true, message: null });
+    else if (this.spec.voiceMailMessage) this.send({ type: 'VOICEMAIL', hangUp: false, message: this.spec.voiceMailMessage });
+  }
+
+  /** A keypad key from the caller; keys are collected until a short pause, then reach the model as text. */
+  dtmf(digit: string): void {
+    if (this.status !== 'in-progress' || !/^[0-9*#A-D]$/i.test(digit)) return;
+    this.dtmfDigits += digit;
+    if (this.dtmfTimer !== undefined) this.clock.clearTimeout(this.dtmfTimer);
+    this.dtmfTimer = this.clock.setTimeout(() => {
+      this.dtmfTimer = undefined;
+      const digits = this.dtmfDigits;
+      this.dtmfDigits = '';
+      const text = `[The caller pressed the keys ${digits}]`;
+      if (this.spec.mode !== 'pipeline') this.realtime?.addMessage('user', text);
+      this.userSaid(text);
+    }, DTMF_WAIT_MS);
+  }
+
+  // ---------------------------------------------------------------- providers
+
+  private openStt(): void {
+    if (this.stt || !this.spec.stt) return;
+    this.stt = this.spec.stt.open({
+      callId: this.spec.callId,
+      languages: this.spec.languages.map((l) => l.code),
+      onTranscript: (transcript) => {
+        if (transcript.final) {
+          if (transcript.text.trim()) this.finals.push(transcript.text.trim());
+          this.interim = '';
+          if (transcript.language) this.switchLanguage(transcript.language);
+          if (this.awaitingFinal !== undefined) {
+            this.clock.clearTimeout(this.awaitingFinal);
+            this.settleFinal?.();
+          }
+        } else {
+          this.interim = transcript.text;
+          if (this.speaking && this.agentAudible()) this.checkBargeIn();
+        }
+      },
+      onError: (error) => this.providerFailed('transcriber', error),
+    });
+  }
+
+  private switchLanguage(code: string): void {
+    if (code === this.language.code) return;
+    const next = this.spec.languages.find((l) => l.code === code);
+    if (!next) return;
+    this.language = next;
+    this.history.push({ role: 'system', content: `The caller now speaks ${next.name}. Answer in ${next.name}.` });
+  }
+
+  private openRealtime(): void {
+    if (this.realtime || !this.spec.realtime) return;
+    const { provider, model, voice, threshold } = this.spec.realtime;
+    this.realtime = provider.connect({
+      callId: this.spec.callId,
+      model,
+      instructions: this.spec.systemPrompt,
+      voice,
+      tools: this.spec.functions,
+      temperature: this.spec.temperature,
+      turnDetectionThreshold: threshold,
+      silenceMs: endpointDelayMs(this.spec.endpointSensitivity, 'vad', ''),
+      output: this.spec.mode === 'dualplex' ? 'text' : 'audio',
+      onEvent: (event) => this.realtimeEvent(event),
+    });
+  }
+
+  private realtimeListener: ((event: RealtimeEvent) => void) | undefined;
+  private pendingUserEntry: TranscriptEntry | undefined;
+
+  private realtimeEvent(event: RealtimeEvent): void {
+    if (this.ended) return;
+    switch (event.type) {
+      case 'speech_stopped': {
+        const ignore = this.discardUtterance || this.agentAudible();
+        this.turnActive = false;
+        this.silenceMs = 0;
+        this.discardUtterance = false;
+        if (ignore) return;
+        const entry: TranscriptEntry = { role: 'user', text: '' };
+        this.transcript.push(entry);
+        this.pendingUserEntry = entry;
+        this.probe = { since: this.lastSpeechAt, silence: endpointDelayMs(this.spec.endpointSensitivity, 'vad', '') };
+        this.hooks.turn?.();
+        this.send({ type: 'TURN', text: '' });
+        return;
+      }
+      case 'user_transcript':
+        if (this.pendingUserEntry && this.pendingUserEntry.text === '') this.pendingUserEntry.text = event.text;
+        else this.transcript.push({ role: 'user', text: event.text });
+        this.pendingUserEntry = undefined;
+        this.prune();
+        return;
+      case 'error':
+        if (event.fatal) this.providerFailed('realtime model', new Error(event.message));
+        else this.logger.warn({ callId: this.spec.callId, message: event.message }, 'realtime model error');
+        return;
+      default:
+        this.realtimeListener?.(event);
+    }
+  }
+
+  /** Drops user entries whose words never arrived. */
+  private prune(): void {
+    for (let i = this.transcript.length - 1; i >= 0; i--) if (this.transcript[i]!.text === '' && this.transcript[i] !== this.pendingUserEntry) this.transcript.splice(i, 1);
+  }
+
+  private providerFailed(kind: string, error: Error): void {
+    if (this.ended) return;
+    this.logger.warn({ err: error, callId: this.spec.callId }, `${kind} failed`);
+    this.send({ type: 'FAIL', reason: `The ${kind} failed: ${error.message}` });
+  }
+
+  // ---------------------------------------------------------------- responses
+
+  private async respond(request: ResponseRequest, signal: AbortSignal, sendBack: (event: CallEvent) => void): Promise<void> {
+    this.current = { segments: [], entry: undefined, realtimeMs: 0 };
+    let audioStarted = false;
+    const started = () => {
+      if (audioStarted) return;
+      audioStarted = true;
+      sendBack({ type: 'RESPONSE_AUDIO' });
+    };
+    let outcome: ResponseOutcome & { transfer?: string };
+    const fixedText = request.kind === 'greeting' || request.kind === 'voicemail';
+    if (this.spec.mode === 'pipeline' || (this.spec.mode === 'dualplex' && fixedText)) {
+      outcome = await this.respondWithTts(request, signal, started);
+    } else {
+      outcome = await this.respondRealtime(request, signal, started);
+    }
+    if (signal.aborted) return;
+    await this.drained(signal);
+    if (signal.aborted) return;
+    this.finishResponse(false);
+    if (outcome.transfer) {
+      await this.hooks.transfer(outcome.transfer).catch((error: unknown) => this.logger.warn({ err: error, callId: this.spec.callId }, 'transfer failed'));
+      sendBack({ type: 'RESPONSE_DONE', outcome: { end: 'completed' } });
+      return;
+    }
+    sendBack({ type: 'RESPONSE_DONE', outcome: request.kind === 'goodbye' || request.kind === 'voicemail' ? { end: 'ended_by_assistant' } : outcome });
+  }
+
+  private drained(signal: AbortSignal): Promise<void> {
+    if (!this.playout?.busy) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.drainWaiter = resolve;
+      signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+  }
+
+  /** Writes the response's transcript entry and history with what the caller heard; `cut` also clears the audio. */
+  private finishResponse(cut: boolean): void {
+    const current = this.current;
+    if (!current) return;
+    this.current = undefined;
+    let heard: string;
+    if (cut && this.playout) {
+      const cleared = new Map(this.playout.clear().map((c) => [c.segment.id, c]));
+      heard = current.segments.map((s) => cleared.get(s.id)?.heard ?? heardText(s)).filter(Boolean).join(' ');
+      if (current.realtimeItem) this.realtime?.truncate(current.realtimeItem, current.segments.reduce((ms, s) => ms + (cleared.get(s.id)?.heardMs ?? s.sent * 20), 0));
+      if (this.spec.mode !== 'pipeline') this.realtime?.cancelResponse();
+    } else heard = current.segments.map((s) => (cut ? heardText(s) : s.text)).filter(Boolean).join(' ');
+    if (heard) {
+      this.transcript.push({ role: 'assistant', text: heard });
+      if (this.spec.mode === 'pipeline') this.history.push({ role: 'assistant', content: heard });
+    }
+  }
+
+  private speakSegment(text: string, signal: AbortSignal, started: () => void): Promise<void> {
+    const playout = this.playout;
+    const tts = this.spec.tts;
+    if (!playout || !tts || signal.aborted) return Promise.resolve();
+    const segment = playout.begin(text);
+    this.current?.segments.push(segment);
+    return (async () => {
+      const settings = this.spec.voiceSettings;
+      for await (const chunk of tts.synthesize({ text, voice: this.language.voice, language: this.language.code, speed: settings.speed, stability: settings.stability, similarity: settings.similarity, emotion: settings.emotion, signal })) {
+        if (signal.aborted) return;
+        if (chunk.length > 0) {
+          started();
+          playout.push(segment, chunk);
+        }
+      }
+      playout.finish(segment);
+    })();
+  }
+
+  /** Plays keypad tones into the call (IVR navigation); not part of the transcript. */
+  private playTones(digits: string, started: () => void): void {
+    const playout = this.playout;
+    if (!playout) return;
+    const segment = playout.begin('');
+    for (const key of digits) playout.push(segment, dtmfTone(key));
+    started();
+    playout.finish(segment);
+  }
+
+  private async respondWithTts(request: ResponseRequest, signal: AbortSignal, started: () => void): Promise<ResponseOutcome & { transfer?: string }> {
+    if (request.kind === 'greeting' || request.kind === 'voicemail') {
+      if (this.spec.mode === 'pipeline') this.history.push({ role: 'assistant', content: request.text });
+      else this.realtime?.addMessage('assistant', request.text);
+      await this.speakSegment(request.text, signal, started);
+      return {};
+    }
+    const messages = [...this.history];
+    let functions = this.spec.functions;
+    if (request.kind === 'turn') {
+      this.history.push({ role: 'user', content: request.text });
+      messages.push({ role: 'user', content: request.text });
+    } else {
+      functions = [];
+      messages.push({ role: 'system', content: request.kind === 'reengage' ? this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT : GOODBYES[request.reason]! });
+    }
+    return this.modelLoop(messages, functions, signal, started, request.kind === 'turn' ? request.text : '');
+  }
+
+  /** Text model rounds with tools; sentences are spoken as they complete. */
+  private async modelLoop(messages: ChatMessage[], functions: readonly FunctionDefinition[], signal: AbortSignal, started: () => void, userText: string): Promise<ResponseOutcome & { transfer?: string }> {
+    const effects: BuiltinEffect[] = [];
+    let speaking = Promise.resolve();
+    const say = (sentence: string) => {
+      speaking = speaking.then(() => this.speakSegment(sentence, signal, started));
+    };
+    let filler: unknown;
+    let heardAnything = false;
+    if (this.spec.fillers) {
+      filler = this.clock.setTimeout(() => {
+        filler = undefined;
+        if (!heardAnything && !signal.aborted) say(FILLERS[this.spec.callId % FILLERS.length]!);
+      }, FILLER_DELAY_MS);
+    }
+    try {
+      for (let round = 0; !signal.aborted; round++) {
+        const chunker = new SentenceChunker();
+        const result = await streamRound(
+          {
+            llm: this.spec.llm,
+            fallback: this.spec.fallback,
+            messages,
+            functions: round >= MAX_TOOL_ROUNDS ? [] : functions,
+            temperature: this.spec.temperature,
+            signal,
+            onDelta: (delta) => {
+              heardAnything = true;
+              for (const sentence of chunker.push(delta)) say(sentence);
+            },
+          },
+          this.logger,
+          { callId: this.spec.callId },
+        );
+        if (signal.aborted) break;
+        for (const sentence of chunker.flush()) say(sentence);
+        if (result.calls.length === 0) break;
+        heardAnything = true;
+        messages.push({ role: 'assistant', content: result.text || null, toolCalls: result.calls });
+        this.history.push({ role: 'assistant', content: result.text || null, toolCalls: result.calls });
+        for (const call of result.calls) {
+          const output = await this.runCall(call, effects, userText, started);
+          const message: ChatMessage = { role: 'tool', content: JSON.stringify(output), toolCallId: call.id };
+          messages.push(message);
+          this.history.push(message);
+        }
+      }
+      await speaking;
+    } finally {
+      if (filler !== undefined) this.clock.clearTimeout(filler);
+    }
+    return outcomeOf(effects);
+  }
+
+  private async runCall(call: ToolCall, effects: BuiltinEffect[], userText: string, started: () => void): Promise<unknown> {
+    const args = parseArguments(call.arguments);
+    const builtin = builtinFunctions(this.spec.builtins).find((b) => b.definition.name === call.name);
+    if (builtin) {
+      const { result, effect } = await builtin.run(args, { now: this.clock.now() });
+      if (effect) {
+        if (effect.type === 'dtmf') this.playTones(effect.digits, started);
+        effects.push(effect);
+      }
+      return result;
+    }
+    return runFunction(call.name, args, { ...this.spec.functionContext, fallbackQuery: userText });
+  }
+
+  private async respondRealtime(request: ResponseRequest, signal: AbortSignal, started: () => void): Promise<ResponseOutcome & { transfer?: string }> {
+    const session = this.realtime;
+    if (!session) throw new Error('The realtime model is not connected');
+    const effects: BuiltinEffect[] = [];
+    const instructions =
+      request.kind === 'reengage'
+        ? this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT
+        : request.kind === 'goodbye'
+          ? GOODBYES[request.reason]
+          : request.kind === 'greeting' || request.kind === 'voicemail'
+            ? `${SAY_EXACTLY}"${request.text}"`
+            : undefined;
+    let speaking = Promise.resolve();
+    let rounds = 0;
+    await new Promise<void>((resolve, reject) => {
+      let segment: Segment | undefined;
+      let spokenText = '';
+      let chunker = new SentenceChunker();
+      let pendingCalls: { callId: string; name: string; arguments: string }[] = [];
+      const done = () => {
+        this.realtimeListener = undefined;
+        resolve();
+      };
+      signal.addEventListener('abort', done, { once: true });
+      this.realtimeListener = (event) => {
+        if (signal.aborted) return;
+        switch (event.type) {
+          case 'speech_started':
+            return;
+          case 'response_started':
+            segment = undefined;
+            spokenText = '';
+            chunker = new SentenceChunker();
+            return;
+          case 'audio': {
+            if (!this.playout || !this.current) return;
+            if (!segment) {
+              segment = this.playout.begin(spokenText);
+              this.current.segments.push(segment);
+              this.current.realtimeItem = event.itemId;
+            }
+            started();
+            this.playout.push(segment, event.samples);
+            return;
+          }
+          case 'text':
+            if (this.spec.mode === 'dualplex') for (const sentence of chunker.push(event.delta)) speaking = speaking.then(() => this.speakSegment(sentence, signal, started));
+            else {
+              spokenText += event.delta;
+              if (segment) segment.text = spokenText;
+            }
+            return;
+          case 'function_call':
+            pendingCalls.push({ callId: event.callId, name: event.name, arguments: event.arguments });
+            return;
+          case 'response_done': {
+            if (segment) this.playout?.finish(segment);
+            for (const sentence of chunker.flush()) speaking = speaking.then(() => this.speakSegment(sentence, signal, started));
+            if (event.status === 'failed') return reject(new Error('The realtime model could not answer'));
+            if (pendingCalls.length === 0 || rounds >= MAX_TOOL_ROUNDS) return done();
+            rounds++;
+            const calls = pendingCalls;
+            pendingCalls = [];
+            void (async () => {
+              for (const call of calls) {
+                const output = await this.runCall({ id: call.callId, name: call.name, arguments: call.arguments }, effects, '', started);
+                session.sendFunctionResult(call.callId, output);
+              }
+              if (!signal.aborted) session.createResponse();
+            })().catch(reject);
+            return;
+          }
+          default:
+        }
+      };
+      session.createResponse(instructions);
+    });
+    await speaking;
+    return outcomeOf(effects);
+  }
+
+  // ---------------------------------------------------------------- status
+
+  private observe(snapshot: SnapshotFrom<typeof callMachine>): void {
+    const value = snapshot.value;
+    const top = typeof value === 'string' ? value : Object.keys(value)[0]!;
+    if (typeof value === 'object' && top === 'in-progress') {
+      const inner = (value as Record<string, string | Record<string, string>>)['in-progress']!;
+      const name = typeof inner === 'string' ? inner : Object.keys(inner)[0]!;
+      this.agent = name === 'responding' && typeof inner === 'object' ? String(inner.responding) : name;
+    } else this.agent = '';
+    if (top !== this.status && STATUS_NAMES.has(top)) {
+      this.status = top;
+      if (top === 'in-progress') this.answeredAt = this.clock.now();
+      this.logger.info({ callId: this.spec.callId, userId: this.spec.ownerId, status: top }, 'call status');
+      this.hooks.status(top, this.clock.now());
+      if (snapshot.status === 'done') this.finish(top, snapshot.context.failure);
+    }
+  }
+
+  /** The caller hung up / the socket dropped / the carrier reported the end. */
+  private finish(status: string, failure: string | undefined): void {
+    if (this.ended) return;
+    this.ended = true;
+    if (this.current) this.finishResponse(true);
+    if (this.dtmfTimer !== undefined) this.clock.clearTimeout(this.dtmfTimer);
+    if (this.awaitingFinal !== undefined) this.clock.clearTimeout(this.awaitingFinal);
+    this.stt?.close();
+    this.realtime?.close();
+    this.playout?.close();
+    this.transport?.close();
+    this.actor.stop();
+    const endedAt = this.clock.now();
+    this.prune();
+    this.hooks.ended({
+      status,
+      failure,
+      transcript: this.transcript.filter((e) => e.text).map((e) => `${e.role}: ${e.text}`).join('\n'),
+      answeredAt: this.answeredAt,
+      endedAt,
+      durationSeconds: this.answeredAt === null ? 0 : Math.round((endedAt - this.answeredAt) / 1000),
+      answeredBy: this.spec.answeredBy ?? (this.answeredAt !== null && this.spec.type !== 'outbound' ? 'human' : this.answeredAt !== null ? 'unknown' : null),
+    });
+  }
+
+  /** Ends the call from outside (server shutdown, assistant deleted): status `ended`. */
+  end(status: EndedStatus = 'ended'): void {
+    if (this.ended) return;
+    if (this.status === 'in-progress') this.send({ type: 'END', status });
+    else this.send({ type: 'FAIL', reason: 'The call was stopped' });
+  }
+
+  get live(): boolean {
+    return !this.ended;
+  }
+
+  get currentStatus(): string {
+    return this.status;
+  }
+
+  get agentState(): string {
+    return this.agent;
+  }
+}
+
+function outcomeOf(effects: readonly BuiltinEffect[]): ResponseOutcome & { transfer?: string } {
+  const transfer = effects.find((e): e is Extract<BuiltinEffect, { type: 'transfer' }> => e.type === 'transfer');
+  if (transfer) return { transfer: transfer.number };
+  if (effects.some((e) => e.type === 'end_call')) return { end: 'ended_by_assistant' };
+  return {};
+}

@@ -1,0 +1,113 @@
+import type { ManualClock } from '../../runtime/clock.js';
+import { FRAME_SAMPLES, SAMPLE_RATE, levelDb } from '../../runtime/calls/voice/audio.js';
+import { MediaStreamPhone } from '../../runtime/calls/loopback.js';
+
+/**
+ * A simulated caller on a scripted timeline. Every step sends one 20 ms frame, waits until the
+ * server has handled it (WebSocket ping/pong), moves the platform's manual clock by 20 ms (the
+ * server's ticker sends the agent's audio then), and waits again so the phone has received what
+ * the server sent. Caller speech is a voiced tone with harmonics; silence is zeros.
+ */
+
+export interface Heard {
+  /** Frames of audible agent audio received so far. */
+  speechFrames: number;
+  /** All media frames received. */
+  frames: number;
+  marks: string[];
+  clears: number;
+}
+
+/** Caller "speech": a voiced sound loud enough for the VAD (about -20 dBFS). */
+export function speechFrame(index: number): Int16Array {
+  const frame = new Int16Array(FRAME_SAMPLES);
+  for (let i = 0; i < FRAME_SAMPLES; i++) {
+    const t = (index * FRAME_SAMPLES + i) / SAMPLE_RATE;
+    frame[i] = Math.round((Math.sin(2 * Math.PI * 190 * t) + 0.5 * Math.sin(2 * Math.PI * 380 * t) + 0.25 * Math.sin(2 * Math.PI * 570 * t)) * 3_500);
+  }
+  return frame;
+}
+
+export class SimulatedPhone {
+  readonly heard: Heard = { speechFrames: 0, frames: 0, marks: [], clears: 0 };
+  /** Simulated milliseconds since the phone connected. */
+  elapsed = 0;
+  private spoken = 0;
+  /** Simulated time of the first audible agent frame after `markTime()`. */
+  firstSpeechAt: number | undefined;
+
+  constructor(readonly phone: MediaStreamPhone, readonly clock: ManualClock) {
+    phone.on('audio', (frame) => {
+      this.heard.frames++;
+      if (levelDb(frame) > -45) {
+        this.heard.speechFrames++;
+        this.firstSpeechAt ??= this.elapsed;
+      }
+    });
+    phone.on('mark', (name) => this.heard.marks.push(name));
+    phone.on('clear', () => this.heard.clears++);
+  }
+
+  static async dial(url: string, callSid: string, parameters: Record<string, string>, clock: ManualClock): Promise<SimulatedPhone> {
+    const phone = new MediaStreamPhone(url, { callSid, customParameters: parameters });
+    await phone.open();
+    await phone.sync();
+    return new SimulatedPhone(phone, clock);
+  }
+
+  get closed(): boolean {
+    return this.phone.closed;
+  }
+
+  async step(frame?: Int16Array): Promise<void> {
+    if (this.phone.closed) return;
+    this.phone.speak(frame);
+    await this.phone.sync();
+    this.clock.advance(20);
+    this.elapsed += 20;
+    await this.phone.sync();
+  }
+
+  /** The caller speaks for `ms`. */
+  async talk(ms: number): Promise<void> {
+    for (let t = 0; t < ms && !this.closed; t += 20) await this.step(speechFrame(this.spoken++));
+  }
+
+  async silence(ms: number): Promise<void> {
+    for (let t = 0; t < ms && !this.closed; t += 20) await this.step();
+  }
+
+  /**
+   * Stays silent until `condition` holds; fails after `maxMs` of simulated time.
+   * @returns the simulated milliseconds it took.
+   */
+  async until(condition: () => boolean, maxMs = 20_000, what = 'condition'): Promise<number> {
+    const start = this.elapsed;
+    while (!condition()) {
+      if (this.elapsed - start >= maxMs) throw new Error(`${what} not reached within ${maxMs} ms of simulated time`);
+      if (this.closed) {
+        if (condition()) break;
+        throw new Error(`the call ended before ${what}`);
+      }
+      await this.step();
+    }
+    return this.elapsed - start;
+  }
+
+  /** Waits (in simulated time) until the agent has been silent for `quietMs` after speaking. */
+  async untilAgentDone(quietMs = 400, maxMs = 30_000): Promise<void> {
+    let last = this.heard.speechFrames;
+    let quiet = 0;
+    const start = this.elapsed;
+    while (quiet < quietMs) {
+      if (this.elapsed - start > maxMs) throw new Error('the agent did not stop speaking');
+      if (this.closed) return;
+      await this.step();
+      if (this.heard.speechFrames === last) quiet += 20;
+      else {
+        last = this.heard.speechFrames;
+        quiet = 0;
+      }
+    }
+  }
+}
