@@ -1,63 +1,30 @@
-import t, { type Test } from 'tap';
-import { ManualClock } from '../runtime/clock.js';
-import { SimulatedPhone } from './helpers/phone.js';
-import { startTestPlatform, type TestPlatform } from './helpers/platform.js';
+import t from 'tap';
+import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
  * Voice calls end to end over real sockets with the dev speech providers and the dev model, on a
- * manual clock: inbound Twilio flow, the greeting, a caller turn answered, the transcript of what
- * was heard, hang-up.
+ * manual clock: the inbound Twilio flow, the greeting, a caller turn answered, the transcript of
+ * what was heard, hang-up.
  */
 
-interface Setup {
-  api: TestPlatform;
-  clock: ManualClock;
-  scripts: Map<number, string[]>;
-  token: string;
-  userId: number;
-  number: string;
-}
-
-async function setup(t: Test, assistant: Record<string, unknown> = {}): Promise<Setup & { assistantId: number }> {
-  const clock = new ManualClock();
-  const scripts = new Map<number, string[]>();
-  const api = await startTestPlatform(t, {}, { clock, speech: { transcripts: (callId, n) => scripts.get(callId)?.[n - 1] } });
-  const user = await api.user();
-  await api.credit(user.id, 100);
-  const number = await api.phoneNumber(user.token);
-  const created = await api.assistant(user.token, { type: 'inbound', phone_number_id: number.id, initial_message: 'Hello, this is Bot.', ...assistant });
-  return { api, clock, scripts, token: user.token, userId: user.id, number: number.number, assistantId: created.id };
-}
-
-async function callIn(s: Setup, from = '+14155550199'): Promise<{ callId: number; phone: SimulatedPhone; twiml: string }> {
-  const form = new URLSearchParams({ To: s.number, From: from, CallSid: `CA${Math.random().toString(16).slice(2).padEnd(32, '0')}` });
-  const answer = await s.api.request('POST', '/telephony/twilio/inbound', { raw: form.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
-  const twiml = String(answer.body);
-  const url = /<Stream url="([^"]+)"/.exec(twiml)?.[1];
-  const callId = /name="call_id" value="(\d+)"/.exec(twiml)?.[1];
-  const token = /name="token" value="([^"]+)"/.exec(twiml)?.[1];
-  if (!url || !callId || !token) throw new Error(`unexpected TwiML: ${twiml}`);
-  const phone = await SimulatedPhone.dial(url.replace(/&amp;/g, '&'), form.get('CallSid')!, { call_id: callId, token }, s.clock);
-  return { callId: Number(callId), phone, twiml };
-}
-
 t.test('an inbound call: TwiML, greeting, a turn answered, hang-up, the call record', async (t) => {
-  const s = await setup(t);
+  const s = await voiceSetup(t);
   const form = new URLSearchParams({ To: s.number, From: '+14155550199', CallSid: 'CA0001' });
   const answer = await s.api.request('POST', '/telephony/twilio/inbound', { raw: form.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
   t.equal(answer.status, 200);
   t.match(answer.headers.get('content-type'), /text\/xml/);
   t.match(String(answer.body), /<Connect><Stream url="ws:\/\/127\.0\.0\.1:\d+\/ws\/telephony\/twilio"><Parameter name="call_id" value="\d+"\/><Parameter name="token" value="[^"]+"\/><\/Stream><\/Connect>/);
-  const callId = Number(/name="call_id" value="(\d+)"/.exec(String(answer.body))![1]);
-  const ringing = await s.api.request('GET', `/user/calls/${callId}`, { token: s.token });
+  const ringingId = Number(/name="call_id" value="(\d+)"/.exec(String(answer.body))![1]);
+  const ringing = await s.api.request('GET', `/user/calls/${ringingId}`, { token: s.token });
   t.equal(ringing.body.data.status, 'ringing');
   t.equal(ringing.body.data.type, 'inbound');
   t.equal(ringing.body.data.client_phone_number, '+14155550199');
   t.equal(ringing.body.data.assistant_phone_number, s.number);
 
-  const { phone, callId: id } = await callIn(s);
-  s.scripts.set(id, ['What are your opening hours?']);
+  const { phone, callId } = await callIn(s, ['What are your opening hours?']);
   await phone.until(() => phone.heard.speechFrames > 10, 2_000, 'the greeting');
+  const live = await s.api.request('GET', `/user/calls/${callId}`, { token: s.token });
+  t.equal(live.body.data.status, 'in-progress');
   await phone.untilAgentDone();
   t.ok(phone.heard.marks.length > 0, 'marks went out and came back');
   const greetingFrames = phone.heard.speechFrames;
@@ -65,10 +32,35 @@ t.test('an inbound call: TwiML, greeting, a turn answered, hang-up, the call rec
   await phone.until(() => phone.heard.speechFrames > greetingFrames + 10, 5_000, 'the answer');
   await phone.untilAgentDone();
   phone.phone.hangUp();
-  await s.api.platform.runtime.services.voice.whenEnded(id);
-  const ended = await s.api.request('GET', `/user/calls/${id}`, { token: s.token });
-  t.equal(ended.body.data.status, 'ended_by_customer');
-  t.equal(ended.body.data.answered_by, 'human');
-  t.match(ended.body.data.transcript, /^assistant: Hello, this is Bot\.\nuser: What are your opening hours\?\nassistant: Thanks for your message\. You wrote: "What are your opening hours\?"$/);
-  t.ok(ended.body.data.duration >= 2, `duration ${ended.body.data.duration}`);
+  const ended = await endedCall(s, callId);
+  t.equal(ended.status, 'ended_by_customer');
+  t.equal(ended.answered_by, 'human');
+  t.equal(ended.transcript, 'assistant: Hello, this is Bot.\nuser: What are your opening hours?\nassistant: Thanks for your message. You wrote: "What are your opening hours?"');
+  t.ok(ended.duration >= 2, `duration ${ended.duration}`);
+});
+
+t.test('an unknown number gets TwiML that says so and hangs up; no call is created', async (t) => {
+  const s = await voiceSetup(t);
+  const form = new URLSearchParams({ To: '+19995550000', From: '+14155550199', CallSid: 'CA0002' });
+  const answer = await s.api.request('POST', '/telephony/twilio/inbound', { raw: form.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  t.equal(answer.status, 200);
+  t.match(String(answer.body), /<Say>The number you have called is not connected to an assistant\. Goodbye\.<\/Say><Hangup\/>/);
+  const calls = await s.api.request('GET', '/user/calls', { token: s.token });
+  t.equal(calls.body.total, 0);
+});
+
+t.test('a start with a wrong, reused or missing token closes the socket and joins no call', async (t) => {
+  const s = await voiceSetup(t);
+  const { phone, callId, token } = await callIn(s);
+  await phone.until(() => phone.heard.speechFrames > 0, 2_000, 'the greeting');
+  const { MediaStreamPhone } = await import('../runtime/calls/loopback.js');
+  const url = phone.phone.socket.url;
+  for (const params of [{ call_id: String(callId), token }, { call_id: String(callId), token: 'wrong' }, { call_id: String(callId), token: '' }, { call_id: '999999', token: 'x' }]) {
+    const intruder = new MediaStreamPhone(url, { callSid: 'CAX', customParameters: params });
+    const closed = new Promise<number>((resolve) => intruder.on('close', resolve));
+    await intruder.open();
+    t.equal(await closed, 1008, `refused ${JSON.stringify(params)}`);
+  }
+  phone.phone.hangUp();
+  t.equal((await endedCall(s, callId)).status, 'ended_by_customer');
 });

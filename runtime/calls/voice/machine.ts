@@ -66,6 +66,8 @@ interface Context {
   readonly waitForCustomer: boolean;
   readonly callerSpoke: boolean;
   readonly reengaged: boolean;
+  /** `wait_for_customer`: the greeting is owed once the caller has spoken. */
+  readonly greetingOwed: boolean;
   readonly request: ResponseRequest | undefined;
   readonly ending: EndedStatus;
   readonly failure: string | undefined;
@@ -97,6 +99,7 @@ export const callMachine = setup({
   },
   guards: {
     greetsFirst: ({ context }) => context.greeting !== null && context.greeting.trim() !== '' && !context.waitForCustomer,
+    hasGreeting: ({ context }) => context.greeting !== null && context.greeting.trim() !== '',
     callerSilentSoFar: ({ context }) => context.timers.initialSilenceMs !== null && !context.callerSpoke,
     ends: ({ event }) => event.type === 'RESPONSE_DONE' && event.outcome.end !== undefined,
   },
@@ -105,7 +108,7 @@ export const callMachine = setup({
   },
 }).createMachine({
   id: 'call',
-  context: ({ input }) => ({ ...input, callerSpoke: false, reengaged: false, request: undefined, ending: 'ended', failure: undefined }),
+  context: ({ input }) => ({ ...input, callerSpoke: false, reengaged: false, greetingOwed: false, request: undefined, ending: 'ended', failure: undefined }),
   initial: 'initiated',
   on: {
     FAIL: { target: '.failed', actions: assign({ failure: ({ event }) => event.reason }) },
@@ -161,6 +164,7 @@ export const callMachine = setup({
         opening: {
           always: [
             { guard: 'greetsFirst', target: 'responding', actions: assign({ request: ({ context }) => ({ kind: 'greeting' as const, text: context.greeting! }) }) },
+            { guard: 'hasGreeting', target: 'listening', actions: assign({ greetingOwed: true }) },
             { target: 'listening' },
           ],
         },
@@ -173,7 +177,10 @@ export const callMachine = setup({
           on: {
             SPEECH_START: { target: '.hearing', actions: 'callerSpoke' },
             SPEECH_STOP: { target: '.quiet', reenter: true },
-            TURN: { target: 'responding', actions: assign({ request: ({ event }) => ({ kind: 'turn' as const, text: event.text }) }) },
+            TURN: [
+              { guard: ({ context }) => context.greetingOwed, target: 'responding', actions: assign({ greetingOwed: false, request: ({ context }) => ({ kind: 'greeting' as const, text: context.greeting! }) }) },
+              { target: 'responding', actions: assign({ request: ({ event }) => ({ kind: 'turn' as const, text: event.text }) }) },
+            ],
           },
         },
         responding: {

@@ -198,7 +198,7 @@ export class CallSession {
           });
           return () => {
             abort.abort();
-            this.finishResponse(false);
+            this.finishResponse(true);
           };
         }),
       },
@@ -320,10 +320,7 @@ export class CallSession {
 
   private checkBargeIn(): void {
     if (this.agent === 'thinking') return;
-    if (!this.spec.allowInterruptions) {
-      this.discardUtterance = true;
-      return;
-    }
+    if (!this.spec.allowInterruptions) return;
     const text = this.turnText();
     if (this.bargeMs < interruptDelayMs(this.spec.interruptSensitivity)) return;
     if (this.spec.mode === 'pipeline') {
@@ -352,14 +349,16 @@ export class CallSession {
     const settle = () => {
       this.awaitingFinal = undefined;
       const text = this.finals.join(' ').trim();
-      const discard = this.discardUtterance || (text !== '' && this.agentAudible() && isBackchannel(text));
+      const overAgent = this.agentAudible();
+      const discard = this.discardUtterance || (text !== '' && overAgent && isBackchannel(text));
       this.finals = [];
       this.interim = '';
       this.turnActive = false;
       this.silenceMs = 0;
       this.discardUtterance = false;
       if (discard || text === '') return;
-      this.userSaid(text);
+      if (overAgent) this.heldTurn = this.heldTurn ? `${this.heldTurn} ${text}` : text;
+      else this.userSaid(text);
     };
     if (this.finals.length > 0 && this.interim === '') return settle();
     this.awaitingFinal = this.clock.setTimeout(settle, FINAL_TRANSCRIPT_WAIT_MS);
@@ -367,6 +366,8 @@ export class CallSession {
   }
 
   private settleFinal: (() => void) | undefined;
+  /** Words the caller said over the agent without interrupting; they become a turn when it stops. */
+  private heldTurn = '';
 
   private userSaid(text: string): void {
     this.transcript.push({ role: 'user', text });
@@ -766,6 +767,11 @@ export class CallSession {
       const name = typeof inner === 'string' ? inner : Object.keys(inner)[0]!;
       this.agent = name === 'responding' && typeof inner === 'object' ? String(inner.responding) : name;
     } else this.agent = '';
+    if (this.agent === 'listening' && this.heldTurn && this.status === 'in-progress') {
+      const text = this.heldTurn;
+      this.heldTurn = '';
+      queueMicrotask(() => this.userSaid(text));
+    }
     if (top !== this.status && STATUS_NAMES.has(top)) {
       this.status = top;
       if (top === 'in-progress') this.answeredAt = this.clock.now();

@@ -1,0 +1,84 @@
+import t from 'tap';
+import { LONG_GREETING, callIn, endedCall, voiceSetup } from './helpers/voice.js';
+
+/**
+ * Turn-taking on a scripted timeline: barge-in clears the carrier's buffer and cuts the
+ * transcript to what was heard; `min_interrupt_words`, backchannels and `allow_interruptions:
+ * false` keep the agent talking; `endpoint_type: ai` waits longer after unfinished words.
+ */
+
+const greetingLine = (transcript: string) => /^assistant: (.*)$/m.exec(transcript)?.[1] ?? '';
+
+t.test('barge-in: clear, the agent stops, the transcript keeps only what was heard', async (t) => {
+  const s = await voiceSetup(t, { initial_message: LONG_GREETING });
+  const { phone, callId } = await callIn(s, ['wait, stop please']);
+  await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  await phone.talk(800);
+  t.equal(phone.heard.clears, 1, 'the carrier was told to clear its buffer');
+  const afterClear = phone.heard.speechFrames;
+  await phone.silence(100);
+  t.ok(phone.heard.speechFrames - afterClear <= 5, 'the greeting stopped');
+  await phone.until(() => phone.heard.speechFrames > afterClear + 10, 5_000, 'the answer');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  const heard = greetingLine(call.transcript);
+  t.ok(heard.length > 0 && heard.length < LONG_GREETING.length, `cut greeting: "${heard}"`);
+  t.ok(LONG_GREETING.startsWith(heard), 'a prefix of what was said');
+  t.match(call.transcript, /\nuser: wait, stop please\nassistant: Thanks for your message\. You wrote: "wait, stop please"$/);
+});
+
+t.test('min_interrupt_words: fewer words do not interrupt; they are answered after the agent finishes', async (t) => {
+  const s = await voiceSetup(t, { initial_message: LONG_GREETING, min_interrupt_words: 3 });
+  const { phone, callId } = await callIn(s, ['no']);
+  await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  await phone.talk(800);
+  await phone.untilAgentDone(400, 30_000);
+  t.equal(phone.heard.clears, 0, 'no clear');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.transcript, `assistant: ${LONG_GREETING}\nuser: no\nassistant: Thanks for your message. You wrote: "no"`);
+});
+
+t.test('a backchannel does not interrupt and is not a turn', async (t) => {
+  const s = await voiceSetup(t, { initial_message: LONG_GREETING });
+  const { phone, callId } = await callIn(s, ['okay']);
+  await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  await phone.talk(700);
+  await phone.untilAgentDone(1_000);
+  t.equal(phone.heard.clears, 0, 'no clear');
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.transcript, `assistant: ${LONG_GREETING}`);
+});
+
+t.test('allow_interruptions false: the agent finishes, then answers what was said over it', async (t) => {
+  const s = await voiceSetup(t, { initial_message: LONG_GREETING, allow_interruptions: false });
+  const { phone, callId } = await callIn(s, ['wait, stop please']);
+  await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  await phone.talk(1_500);
+  await phone.untilAgentDone(1_000);
+  await phone.untilAgentDone(400);
+  t.equal(phone.heard.clears, 0, 'no clear');
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.transcript, `assistant: ${LONG_GREETING}\nuser: wait, stop please\nassistant: Thanks for your message. You wrote: "wait, stop please"`);
+});
+
+t.test('endpoint_type ai waits longer after unfinished words', async (t) => {
+  const s = await voiceSetup(t, { endpoint_type: 'ai', wait_for_customer: true });
+  const gap = async (utterance: string) => {
+    const { phone } = await callIn(s, [utterance]);
+    await phone.talk(1_000);
+    const start = phone.elapsed;
+    phone.firstSpeechAt = undefined;
+    await phone.until(() => phone.firstSpeechAt !== undefined, 8_000, 'the answer');
+    phone.phone.hangUp();
+    return phone.firstSpeechAt! - start;
+  };
+  const finished = await gap('My order number is A B C.');
+  const unfinished = await gap('I would like to order and');
+  t.ok(finished >= 460 && finished < 800, `finished sentence answered after ${finished} ms`);
+  t.ok(unfinished >= 1_150, `unfinished sentence answered after ${unfinished} ms`);
+});
