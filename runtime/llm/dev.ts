@@ -7,6 +7,8 @@ import type { FunctionDefinition, LlmEvent, LlmProvider } from './types.js';
  *   the message; `search_knowledgebase` is called for any other message when it is offered.
  * - After function results it answers with them.
  * - With knowledge in the system prompt it answers with the best passage.
+ * - An instruction at the end (a system message: a call's re-engagement or goodbye) gets a short
+ *   spoken line: a goodbye when it asks for one, else a check that the caller is still there.
  * - Otherwise it acknowledges the message.
  */
 
@@ -39,6 +41,10 @@ export function createDevProvider(): LlmProvider {
         const results: string[] = [];
         for (let i = messages.length - 1; i >= 0 && messages[i]!.role === 'tool'; i--) results.unshift(messages[i]!.content ?? '');
         yield* words(`Here is what I found: ${results.join(' ').slice(0, 600)}`);
+        return;
+      }
+      if (last.role === 'system') {
+        yield* words(/goodbye/i.test(last.content ?? '') ? 'Thank you for calling. Goodbye.' : 'Are you still there?');
         return;
       }
       const text = last.content ?? '';

@@ -55,12 +55,16 @@ export class SimulatedPhone {
     return new SimulatedPhone(phone, clock);
   }
 
+  /** The server ended the call (its close frame arrived) or the socket is gone. */
   get closed(): boolean {
-    return this.phone.closed;
+    return this.phone.closed || this.phone.socket.readyState !== this.phone.socket.OPEN;
   }
 
   async step(frame?: Int16Array): Promise<void> {
-    if (this.phone.closed) return;
+    if (this.closed) {
+      await new Promise((resolve) => setImmediate(resolve));
+      return;
+    }
     this.phone.speak(frame);
     await this.phone.sync();
     this.clock.advance(20);

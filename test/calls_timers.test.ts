@@ -1,0 +1,100 @@
+import t from 'tap';
+import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
+
+/**
+ * The assistant's timers on the manual clock: ringing_time, max_duration, the initial silence,
+ * re-engagement after silence and its interval, wait_for_customer, and a media stream that stops.
+ */
+
+const form = (s: { number: string }, sid: string) => ({
+  raw: new URLSearchParams({ To: s.number, From: '+14155550199', CallSid: sid }).toString(),
+  headers: { 'content-type': 'application/x-www-form-urlencoded' },
+});
+
+t.test('ringing_time: a call whose media never connects ends no-answer', async (t) => {
+  const s = await voiceSetup(t, { ringing_time: 5 });
+  const answer = await s.api.request('POST', '/telephony/twilio/inbound', form(s, 'CA-ring'));
+  const callId = Number(/name="call_id" value="(\d+)"/.exec(String(answer.body))![1]);
+  s.clock.advance(4_900);
+  t.equal(s.api.platform.runtime.services.voice.session(callId)?.currentStatus, 'ringing', 'still ringing before the time');
+  s.clock.advance(200);
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'no-answer');
+  t.equal(call.duration, 0);
+  t.equal(call.answered_by, null);
+  t.equal(call.transcript, '');
+});
+
+t.test('max_duration: the agent says goodbye and ends the call', async (t) => {
+  const s = await voiceSetup(t, { max_duration: 20 });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  const greeting = phone.heard.speechFrames;
+  await phone.until(() => phone.closed, 25_000, 'the end of the call');
+  t.ok(phone.elapsed >= 20_000, `ended after ${phone.elapsed} ms`);
+  t.ok(phone.heard.speechFrames > greeting + 20, 'a goodbye was spoken');
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'ended_by_assistant');
+  t.equal(call.transcript, 'assistant: Hello, this is Bot.\nassistant: Thank you for calling. Goodbye.');
+  t.equal(call.duration, 20 + Math.round((phone.elapsed - 20_000) / 1000));
+});
+
+t.test('max_initial_silence_duration: a caller who never speaks is left', async (t) => {
+  const s = await voiceSetup(t, { max_initial_silence_duration: 3, wait_for_customer: true });
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.closed, 8_000, 'the end of the call');
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'ended');
+  t.equal(call.transcript, 'assistant: Thank you for calling. Goodbye.');
+});
+
+t.test('re-engagement after max_silence_duration, repeated every reengagement_interval, reset by speech', async (t) => {
+  const s = await voiceSetup(t, { max_silence_duration: 2, reengagement_interval: 7 });
+  const { phone, callId } = await callIn(s, ['I am here.']);
+  await phone.untilAgentDone(200);
+  const quietFrom = phone.elapsed;
+  phone.firstSpeechAt = undefined;
+  await phone.until(() => phone.firstSpeechAt !== undefined, 5_000, 'the first re-engagement');
+  const first = phone.firstSpeechAt! - quietFrom;
+  t.ok(first >= 2_000 && first < 2_400, `first re-engagement after ${first} ms of silence`);
+  await phone.untilAgentDone(200);
+  const secondFrom = phone.elapsed;
+  phone.firstSpeechAt = undefined;
+  await phone.until(() => phone.firstSpeechAt !== undefined, 10_000, 'the second re-engagement');
+  const second = phone.firstSpeechAt! - secondFrom;
+  t.ok(second >= 7_000 - 400 && second < 7_400, `second re-engagement after ${second} ms`);
+  await phone.untilAgentDone(200);
+  await phone.talk(800);
+  await phone.untilAgentDone(600);
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.transcript, ['assistant: Hello, this is Bot.', 'assistant: Are you still there?', 'assistant: Are you still there?', 'user: I am here.', 'assistant: Thanks for your message. You wrote: "I am here."'].join('\n'));
+});
+
+t.test('wait_for_customer: silence until the caller speaks, then the greeting', async (t) => {
+  const s = await voiceSetup(t, { wait_for_customer: true });
+  const { phone, callId } = await callIn(s, ['Hello?']);
+  await phone.silence(3_000);
+  t.equal(phone.heard.speechFrames, 0, 'the agent waits');
+  await phone.talk(600);
+  await phone.until(() => phone.heard.speechFrames > 10, 3_000, 'the greeting');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.transcript, 'user: Hello?\nassistant: Hello, this is Bot.');
+});
+
+t.test('a dropped socket ends the call at once; a stalled media stream within 5 s', async (t) => {
+  const s = await voiceSetup(t);
+  const dropped = await callIn(s);
+  await dropped.phone.untilAgentDone();
+  dropped.phone.phone.socket.terminate();
+  t.equal((await endedCall(s, dropped.callId)).status, 'ended');
+
+  const stalled = await callIn(s);
+  await stalled.phone.untilAgentDone();
+  s.clock.advance(4_900);
+  t.equal(s.api.platform.runtime.services.voice.session(stalled.callId)?.currentStatus, 'in-progress');
+  s.clock.advance(200);
+  t.equal((await endedCall(s, stalled.callId)).status, 'ended');
+});
