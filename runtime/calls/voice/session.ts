@@ -5,7 +5,7 @@ import { MAX_TOOL_ROUNDS } from '../../conversations/machine.js';
 import type { ChatMessage, FunctionDefinition, ToolCall } from '../../llm/types.js';
 import type { Logger } from '../../logger.js';
 import { ambientBed, dtmfTone, type AmbientSound } from './audio.js';
-import { builtinFunctions, type BuiltinContext, type BuiltinEffect } from './builtins.js';
+import type { Builtin, BuiltinEffect } from './builtins.js';
 import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
 import { Playout, heardText, type Segment } from './playout.js';
 import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
@@ -73,7 +73,8 @@ export interface CallSpec {
   readonly realtime: { provider: RealtimeProvider; model: string; voice: string; threshold: number | null } | undefined;
   readonly functions: readonly FunctionDefinition[];
   readonly functionContext: FunctionContext;
-  readonly builtins: BuiltinContext;
+  /** The assistant's built-in tools, made once per call (the calendar caches its owner). */
+  readonly builtins: readonly Builtin[];
   /** The carrier said who answered (`AnsweredBy`), when it knows. */
   answeredBy: 'human' | 'machine' | 'unknown' | null;
 }
@@ -664,7 +665,7 @@ export class CallSession {
 
   private async runCall(call: ToolCall, effects: BuiltinEffect[], userText: string, started: () => void): Promise<unknown> {
     const args = parseArguments(call.arguments);
-    const builtin = builtinFunctions(this.spec.builtins).find((b) => b.definition.name === call.name);
+    const builtin = this.spec.builtins.find((b) => b.definition.name === call.name);
     if (builtin) {
       const { result, effect } = await builtin.run(args, { now: this.clock.now() });
       if (effect) {
