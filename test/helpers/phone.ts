@@ -1,6 +1,83 @@
+import { EventEmitter } from 'node:events';
+import WebSocket from 'ws';
 import type { ManualClock } from '../../runtime/clock.js';
-import { FRAME_SAMPLES, SAMPLE_RATE, levelDb } from '../../runtime/calls/voice/audio.js';
-import { MediaStreamPhone } from '../../runtime/calls/loopback.js';
+import { FRAME_SAMPLES, SAMPLE_RATE, bytesToSamples, levelDb, samplesToBytes } from '../../runtime/calls/voice/audio.js';
+import { MediaStreamPhone, type PhoneEvents } from '../../runtime/calls/loopback.js';
+
+/** What the simulated caller needs of a connection: the Twilio media stream or a web call socket. */
+export interface PhoneLine extends EventEmitter<PhoneEvents> {
+  readonly socket: WebSocket;
+  readonly closed: boolean;
+  speak(frame?: Int16Array): void;
+  dtmf(digit: string): void;
+  hangUp(): void;
+  sync(): Promise<void>;
+}
+
+/** The browser side of `/ws/web-call`: binary PCM16 16 kHz frames, JSON control frames. */
+export class WebCallLine extends EventEmitter<PhoneEvents> implements PhoneLine {
+  readonly socket: WebSocket;
+  closed = false;
+  /** Text frames other than marks and clears. */
+  readonly control: unknown[] = [];
+
+  constructor(url: string) {
+    super();
+    this.socket = new WebSocket(url);
+    this.socket.on('message', (data, isBinary) => {
+      if (isBinary) {
+        this.emit('audio', bytesToSamples(new Uint8Array(data as Buffer)).slice());
+        return;
+      }
+      const frame = JSON.parse(data.toString()) as { type: string; name?: string };
+      if (frame.type === 'mark') {
+        this.socket.send(JSON.stringify({ type: 'mark', name: frame.name }));
+        this.emit('mark', frame.name!);
+      } else if (frame.type === 'clear') this.emit('clear');
+      else this.control.push(frame);
+    });
+    this.socket.on('close', (code) => {
+      this.closed = true;
+      this.emit('close', code);
+    });
+    this.socket.on('error', () => {});
+  }
+
+  open(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.socket.once('open', () => resolve());
+      this.socket.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
+      this.socket.once('error', reject);
+    });
+  }
+
+  speak(frame: Int16Array = new Int16Array(FRAME_SAMPLES)): void {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(samplesToBytes(frame));
+  }
+
+  dtmf(digit: string): void {
+    this.socket.send(JSON.stringify({ type: 'dtmf', digit }));
+  }
+
+  hangUp(): void {
+    this.socket.send(JSON.stringify({ type: 'hangup' }));
+    this.socket.close(1000);
+  }
+
+  sync(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.socket.readyState !== WebSocket.OPEN) return resolve();
+      const done = () => {
+        this.socket.off('pong', done);
+        this.socket.off('close', done);
+        resolve();
+      };
+      this.socket.on('pong', done);
+      this.socket.on('close', done);
+      this.socket.ping();
+    });
+  }
+}
 
 /**
  * A simulated caller on a scripted timeline. Every step sends one 20 ms frame, waits until the
@@ -36,7 +113,7 @@ export class SimulatedPhone {
   /** Simulated time of the first audible agent frame after `markTime()`. */
   firstSpeechAt: number | undefined;
 
-  constructor(readonly phone: MediaStreamPhone, readonly clock: ManualClock) {
+  constructor(readonly phone: PhoneLine, readonly clock: ManualClock) {
     phone.on('audio', (frame) => {
       this.heard.frames++;
       if (levelDb(frame) > -45) {
@@ -55,9 +132,17 @@ export class SimulatedPhone {
     return new SimulatedPhone(phone, clock);
   }
 
+  /** A web call to `websocketUrl` (as `POST /web-calls` returned it). */
+  static async webCall(websocketUrl: string, clock: ManualClock): Promise<SimulatedPhone> {
+    const line = new WebCallLine(websocketUrl);
+    await line.open();
+    await line.sync();
+    return new SimulatedPhone(line, clock);
+  }
+
   /** The server ended the call (its close frame arrived) or the socket is gone. */
   get closed(): boolean {
-    return this.phone.closed || this.phone.socket.readyState !== this.phone.socket.OPEN;
+    return this.phone.closed || this.phone.socket.readyState !== WebSocket.OPEN;
   }
 
   async step(frame?: Int16Array): Promise<void> {

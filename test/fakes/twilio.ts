@@ -1,0 +1,58 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Test } from 'tap';
+
+/**
+ * A local stand-in for Twilio's Programmable Voice REST API (2010-04-01): create a call
+ * (`POST /Accounts/{sid}/Calls.json`) and update one (`POST /Accounts/{sid}/Calls/{CallSid}.json`),
+ * form-encoded with HTTP basic auth, answering JSON as Twilio does.
+ */
+export interface FakeTwilio {
+  readonly apiUrl: string;
+  readonly requests: Array<{ path: string; authorization: string | undefined; form: URLSearchParams }>;
+  /** Answer the next create with this status (e.g. 400 for an unreachable number). */
+  failNext(status: number): void;
+}
+
+export async function startFakeTwilio(t: Test, accountSid: string, authToken: string): Promise<FakeTwilio> {
+  const requests: FakeTwilio['requests'] = [];
+  let failure: number | undefined;
+  let calls = 0;
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let raw = '';
+    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
+    req.on('end', () => {
+      const form = new URLSearchParams(raw);
+      requests.push({ path: req.url ?? '', authorization: req.headers.authorization, form });
+      const send = (status: number, body: unknown) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(body));
+      };
+      if (req.headers.authorization !== `Basic ${Buffer.from(`${accountSid}:${authToken}`).toString('base64')}`) return send(401, { code: 20003, message: 'Authenticate', status: 401 });
+      const create = new RegExp(`^/2010-04-01/Accounts/${accountSid}/Calls\\.json$`);
+      const update = new RegExp(`^/2010-04-01/Accounts/${accountSid}/Calls/(CA[0-9a-f]+)\\.json$`);
+      if (create.test(req.url ?? '')) {
+        if (failure !== undefined) {
+          const status = failure;
+          failure = undefined;
+          return send(status, { code: 21217, message: 'Phone number is not a valid phone number', status });
+        }
+        const sid = `CA${(++calls).toString(16).padStart(32, '0')}`;
+        return send(201, { sid, status: 'queued', to: form.get('To'), from: form.get('From'), account_sid: accountSid });
+      }
+      const match = update.exec(req.url ?? '');
+      if (match) return send(200, { sid: match[1], status: form.get('Status') ?? 'in-progress' });
+      send(404, { code: 20404, message: 'The requested resource was not found', status: 404 });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  server.unref();
+  return {
+    apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    failNext(status) {
+      failure = status;
+    },
+  };
+}
