@@ -139,9 +139,9 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
             if (silenceMs >= options.silenceMs) {
               speaking = false;
               silenceMs = 0;
-              emit({ type: 'speech_stopped' });
               const text = script?.(options.callId, utterance) ?? '(caller speech)';
               history.push({ role: 'user', content: text });
+              emit({ type: 'speech_stopped' });
               emit({ type: 'user_transcript', text });
             }
           }
