@@ -112,7 +112,7 @@ export function createVoiceService(deps: VoiceDeps) {
     const language = catalog.languages.get(assistant.language_id)!;
     const voice = catalog.voices.get(assistant.voice_id)!;
     const mode = assistant.mode;
-    const ttsProvider = assistant.synthesizer_provider_id ?? voice.synthesizer_provider_id ?? language.default_synthesizer_provider_id;
+    const ttsProvider = voice.synthesizer_provider_id ?? assistant.synthesizer_provider_id ?? language.default_synthesizer_provider_id;
     const languages = [language, ...assistant.secondary_language_ids.map((id) => catalog.languages.get(id)).filter((l) => l !== undefined)].map((l) => {
       const own = l.id === language.id ? voice : catalog.voicesFor({ mode, languageId: l.id }).find((v) => v.synthesizer_provider_id === ttsProvider && v.language_id === l.id) ?? voice;
       return { code: l.iso_2, name: l.name, voice: own.provider_voice_id };

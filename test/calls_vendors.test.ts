@@ -1,0 +1,111 @@
+import t from 'tap';
+import { SAY_EXACTLY } from '../runtime/calls/voice/providers.js';
+import { startFakeSpeech, type FakeSpeech } from './fakes/speech.js';
+import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
+
+/**
+ * The vendor adapters against local fakes of their wire protocols: Deepgram live STT and
+ * ElevenLabs streaming TTS in a pipeline call (voice settings reach the TTS request; a language
+ * switch picks the voice of that language), OpenAI Realtime in multimodal (session.update,
+ * greeting, turn, barge-in with truncate, function call), OpenAI Realtime text with OpenAI TTS in
+ * dualplex.
+ */
+
+const keys = { deepgram: 'dg-key', elevenlabs: 'el-key', openai: 'sk-fake' };
+const speechConfig = (fake: FakeSpeech) => ({
+  speech: {
+    deepgram: { apiKey: keys.deepgram, url: fake.wsUrl },
+    elevenlabs: { apiKey: keys.elevenlabs, url: fake.httpUrl },
+    openai: { apiKey: keys.openai, url: `${fake.httpUrl}/v1`, realtimeUrl: `${fake.wsUrl}/v1/realtime` },
+  },
+});
+
+t.test('pipeline with Deepgram and ElevenLabs: settings reach the TTS, a language switch changes the voice', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const s = await voiceSetup(t, { voice_stability: 0.3, voice_similarity: 0.9, speech_speed: 1.1, tts_emotion_enabled: false, secondary_language_ids: [2] }, { config: speechConfig(fake) });
+  fake.utterances.push('Do you ship to Berlin?', '[de] Können Sie mir helfen?');
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.heard.speechFrames > 10, 3_000, 'the greeting');
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => fake.ttsRequests.length >= 2, 5_000, 'the answer');
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => fake.ttsRequests.some((r) => r.body.language_code === 'de'), 5_000, 'the German answer');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+
+  t.equal(fake.deepgramQueries.length, 1, 'one Deepgram stream per call');
+  t.equal(fake.deepgramQueries[0]!.get('encoding'), 'linear16');
+  t.equal(fake.deepgramQueries[0]!.get('sample_rate'), '16000');
+  t.equal(fake.deepgramQueries[0]!.get('language'), 'multi', 'language detection with a secondary language');
+  t.ok(fake.deepgramControl.filter((c) => c === 'Finalize').length >= 2, 'each turn finalized');
+  const [greeting, answer] = fake.ttsRequests;
+  const german = fake.ttsRequests.find((r) => r.body.language_code === 'de');
+  t.equal(greeting!.path, '/v1/text-to-speech/21m00Tcm4TlvDq8ikWAM/stream?output_format=pcm_16000');
+  t.same(greeting!.body, { text: 'Hello, this is Bot.', model_id: 'eleven_flash_v2_5', language_code: 'en', voice_settings: { stability: 0.3, similarity_boost: 0.9, style: 0, use_speaker_boost: true, speed: 1.1 } });
+  t.equal(answer!.body.text, 'Thanks for your message.');
+  t.equal(german!.path.split('/')[3], 'de-hannah-v2', 'the German voice of the same provider');
+  t.equal(german!.body.language_code, 'de');
+  t.match(call.transcript, /user: Do you ship to Berlin\?\nassistant: Thanks for your message\. You wrote: "Do you ship to Berlin\?"\nuser: Können Sie mir helfen\?/);
+});
+
+t.test('multimodal with OpenAI Realtime: session, greeting, turn, barge-in truncation, function call', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const s = await voiceSetup(
+    t,
+    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call', turn_detection_threshold: 0.7, initial_message: 'Hello and welcome to the example company support line, how can I help you today?', tools: [{ type: 'end_call' }] },
+    { config: speechConfig(fake) },
+  );
+  fake.utterances.push('Stop, tell me the price.', 'Thanks, bye.');
+  fake.realtimeReplies.push({ text: 'It costs ten dollars.' }, { functionCall: { name: 'end_call', arguments: {} } }, { text: 'Goodbye!' });
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.heard.speechFrames > 40, 3_000, 'most of a second of greeting');
+  await phone.talk(800);
+  t.equal(phone.heard.clears, 1, 'barge-in cleared the buffer');
+  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 2, 5_000, 'the answer');
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => phone.closed, 8_000, 'the end of the call');
+  const call = await endedCall(s, callId);
+
+  t.equal(fake.realtimeHeaders[0]!['openai-beta'], 'realtime=v1');
+  const session = fake.realtimeEvents[0]!;
+  t.equal(session.type, 'session.update');
+  t.match(session.session, { voice: 'ash', modalities: ['audio', 'text'], input_audio_format: 'pcm16', turn_detection: { type: 'server_vad', threshold: 0.7, create_response: false, interrupt_response: false } });
+  t.same(session.session.tools.map((tool: { name: string }) => tool.name), ['end_call']);
+  const creates = fake.realtimeEvents.filter((e) => e.type === 'response.create');
+  t.equal(creates[0]!.response.instructions, `${SAY_EXACTLY}"Hello and welcome to the example company support line, how can I help you today?"`);
+  const truncate = fake.realtimeEvents.find((e) => e.type === 'conversation.item.truncate')!;
+  t.match(truncate, { item_id: /^item_out_/, content_index: 0 });
+  t.ok(truncate.audio_end_ms > 0 && truncate.audio_end_ms < 6_000, `truncated at ${truncate.audio_end_ms} ms`);
+  t.ok(fake.realtimeEvents.some((e) => e.type === 'response.cancel'), 'the response was cancelled');
+  const output = fake.realtimeEvents.find((e) => e.type === 'conversation.item.create' && e.item.type === 'function_call_output')!;
+  t.match(JSON.parse(output.item.output), { ok: true });
+  t.equal(call.status, 'ended_by_assistant');
+  t.match(call.transcript, /^assistant: Hello and welcome to the[^\n]*\nuser: Stop, tell me the price\.\nassistant: It costs ten dollars\.\nuser: Thanks, bye\.\nassistant: Goodbye!$/);
+  const greetingHeard = /^assistant: (.*)$/m.exec(call.transcript)![1]!;
+  t.ok(greetingHeard.length < 80, `greeting cut to "${greetingHeard}"`);
+});
+
+t.test('dualplex with OpenAI Realtime (text) and OpenAI TTS', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const s = await voiceSetup(t, { mode: 'dualplex', voice_id: 16, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call' }, { config: speechConfig(fake) });
+  fake.utterances.push('What is the weather?');
+  fake.realtimeReplies.push({ text: 'It is sunny today.' });
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.heard.speechFrames > 10, 3_000, 'the greeting');
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => fake.ttsRequests.length >= 2, 5_000, 'the answer');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.match(fake.realtimeEvents[0]!.session, { modalities: ['text'] });
+  t.same(fake.ttsRequests.map((r) => [r.vendor, r.body.voice, r.body.input, r.body.response_format]), [
+    ['openai', 'alloy', 'Hello, this is Bot.', 'pcm'],
+    ['openai', 'alloy', 'It is sunny today.', 'pcm'],
+  ]);
+  t.equal(call.transcript, 'assistant: Hello, this is Bot.\nuser: What is the weather?\nassistant: It is sunny today.');
+});

@@ -1,0 +1,174 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Test } from 'tap';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { bytesToSamples, levelDb, samplesToBytes } from '../../runtime/calls/voice/audio.js';
+import { SAY_EXACTLY } from '../../runtime/calls/voice/providers.js';
+
+/**
+ * Local stand-ins for the speech vendors, each speaking its wire protocol:
+ * - Deepgram live transcription: WebSocket `/v1/listen` (binary linear16; `Results` messages with
+ *   interim and final transcripts; `Finalize`, `CloseStream`).
+ * - ElevenLabs streaming TTS: `POST /v1/text-to-speech/{voice}/stream?output_format=pcm_16000`.
+ * - OpenAI TTS: `POST /v1/audio/speech` (pcm, 24 kHz).
+ * - OpenAI Realtime: WebSocket `/v1/realtime?model=` (session.update, input_audio_buffer.append,
+ *   server VAD events, transcription, response.create with audio/text deltas and function calls,
+ *   response.cancel, conversation.item.truncate / create).
+ * Transcripts come from `utterances` in order ("[de] ..." marks a detected language); realtime
+ * answers from `realtimeReplies` in order.
+ */
+
+export interface FakeSpeech {
+  readonly httpUrl: string;
+  readonly wsUrl: string;
+  readonly utterances: string[];
+  readonly realtimeReplies: Array<{ text?: string; functionCall?: { name: string; arguments: Record<string, unknown> } }>;
+  readonly ttsRequests: Array<{ vendor: 'elevenlabs' | 'openai'; path: string; headers: IncomingMessage['headers']; body: any }>;
+  readonly deepgramQueries: URLSearchParams[];
+  readonly deepgramControl: string[];
+  /** Client events of every realtime session, in order. */
+  readonly realtimeEvents: Array<Record<string, any>>;
+  readonly realtimeHeaders: IncomingMessage['headers'][];
+}
+
+const tone = (samples: number, rate: number) => {
+  const out = new Int16Array(samples);
+  for (let i = 0; i < samples; i++) out[i] = Math.round(Math.sin((2 * Math.PI * 220 * i) / rate) * 8_000);
+  return out;
+};
+
+export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenlabs: string; openai: string }): Promise<FakeSpeech> {
+  const fake: FakeSpeech = { httpUrl: '', wsUrl: '', utterances: [], realtimeReplies: [], ttsRequests: [], deepgramQueries: [], deepgramControl: [], realtimeEvents: [], realtimeHeaders: [] };
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let raw = '';
+    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      const body = raw ? JSON.parse(raw) : undefined;
+      const eleven = /^\/v1\/text-to-speech\/([^/]+)\/stream$/.exec(url.pathname);
+      if (eleven && req.method === 'POST') {
+        fake.ttsRequests.push({ vendor: 'elevenlabs', path: url.pathname + url.search, headers: req.headers, body });
+        if (req.headers['xi-api-key'] !== keys.elevenlabs) return void res.writeHead(401).end('{"detail":"invalid api key"}');
+        const audio = Buffer.from(samplesToBytes(tone(String(body.text).length * 800, 16_000)));
+        res.writeHead(200, { 'content-type': 'audio/pcm' });
+        for (let offset = 0; offset < audio.length; offset += 3_333) res.write(audio.subarray(offset, offset + 3_333));
+        return void res.end();
+      }
+      if (url.pathname === '/v1/audio/speech' && req.method === 'POST') {
+        fake.ttsRequests.push({ vendor: 'openai', path: url.pathname, headers: req.headers, body });
+        if (req.headers.authorization !== `Bearer ${keys.openai}`) return void res.writeHead(401).end('{"error":{"message":"bad key"}}');
+        const audio = Buffer.from(samplesToBytes(tone(String(body.input).length * 1_200, 24_000)));
+        res.writeHead(200, { 'content-type': 'audio/pcm' });
+        for (let offset = 0; offset < audio.length; offset += 4_801) res.write(audio.subarray(offset, offset + 4_801));
+        return void res.end();
+      }
+      res.writeHead(404).end();
+    });
+  });
+
+  const sockets = new WebSocketServer({ noServer: true });
+  server.on('upgrade', (req, socket, head) => {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    if (url.pathname === '/v1/listen') {
+      if (req.headers.authorization !== `Token ${keys.deepgram}`) return void socket.end('HTTP/1.1 401 Unauthorized\r\n\r\n');
+      fake.deepgramQueries.push(url.searchParams);
+      sockets.handleUpgrade(req, socket, head, (ws) => deepgram(ws));
+    } else if (url.pathname === '/v1/realtime') {
+      if (req.headers.authorization !== `Bearer ${keys.openai}`) return void socket.end('HTTP/1.1 401 Unauthorized\r\n\r\n');
+      fake.realtimeHeaders.push(req.headers);
+      sockets.handleUpgrade(req, socket, head, (ws) => realtime(ws));
+    } else socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
+  });
+
+  function deepgram(ws: WebSocket): void {
+    let active: { words: string[]; language: string | undefined; frames: number } | undefined;
+    const results = (text: string, final: boolean, language?: string) =>
+      ws.send(JSON.stringify({ type: 'Results', is_final: final, speech_final: final, channel: { alternatives: [{ transcript: text, confidence: 0.98, ...(language ? { languages: [language] } : {}) }] } }));
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) {
+        const message = JSON.parse(data.toString()) as { type: string };
+        fake.deepgramControl.push(message.type);
+        if (message.type === 'Finalize' && active) {
+          results(active.words.join(' '), true, active.language);
+          active = undefined;
+        }
+        if (message.type === 'CloseStream') ws.close(1000);
+        return;
+      }
+      const frame = bytesToSamples(new Uint8Array(data as Buffer));
+      if (levelDb(frame) < -40) return;
+      if (!active) {
+        const next = fake.utterances.shift() ?? 'hello';
+        const language = /^\[(\w\w)\] /.exec(next)?.[1];
+        active = { words: next.replace(/^\[\w\w\] /, '').split(' '), language, frames: 0 };
+      }
+      active.frames++;
+      if (active.frames % 5 === 0) results(active.words.slice(0, Math.min(active.words.length, active.frames / 5)).join(' '), false, active.language);
+    });
+  }
+
+  function realtime(ws: WebSocket): void {
+    let silenceMs = 500;
+    let speaking = false;
+    let quiet = 0;
+    let items = 0;
+    const send = (event: Record<string, unknown>) => ws.send(JSON.stringify(event));
+    send({ type: 'session.created', session: { id: 'sess_fake' } });
+    ws.on('message', (data) => {
+      const event = JSON.parse(data.toString()) as Record<string, any>;
+      if (event.type !== 'input_audio_buffer.append') fake.realtimeEvents.push(event);
+      switch (event.type) {
+        case 'session.update':
+          silenceMs = event.session?.turn_detection?.silence_duration_ms ?? 500;
+          return send({ type: 'session.updated', session: event.session });
+        case 'input_audio_buffer.append': {
+          const samples = bytesToSamples(Buffer.from(event.audio, 'base64'));
+          const loud = levelDb(samples) > -40;
+          if (loud && !speaking) {
+            speaking = true;
+            send({ type: 'input_audio_buffer.speech_started', audio_start_ms: 0, item_id: `item_in_${++items}` });
+          }
+          quiet = loud ? 0 : quiet + (samples.length / 24_000) * 1000;
+          if (speaking && quiet >= silenceMs) {
+            speaking = false;
+            send({ type: 'input_audio_buffer.speech_stopped', audio_end_ms: 0, item_id: `item_in_${items}` });
+            send({ type: 'conversation.item.input_audio_transcription.completed', item_id: `item_in_${items}`, content_index: 0, transcript: fake.utterances.shift() ?? 'hello' });
+          }
+          return;
+        }
+        case 'response.create': {
+          const id = `resp_${++items}`;
+          const itemId = `item_out_${items}`;
+          send({ type: 'response.created', response: { id, status: 'in_progress' } });
+          const instructions: string = event.response?.instructions ?? '';
+          const reply = instructions.startsWith(SAY_EXACTLY) ? { text: instructions.slice(SAY_EXACTLY.length).replace(/^"|"$/g, '') } : fake.realtimeReplies.shift() ?? { text: 'Fake realtime answer.' };
+          if (reply.functionCall) {
+            send({ type: 'response.function_call_arguments.done', response_id: id, item_id: itemId, call_id: `call_${items}`, name: reply.functionCall.name, arguments: JSON.stringify(reply.functionCall.arguments) });
+            return send({ type: 'response.done', response: { id, status: 'completed' } });
+          }
+          const text = reply.text ?? '';
+          send({ type: 'response.output_item.added', response_id: id, item: { id: itemId, type: 'message', role: 'assistant' } });
+          const textOnly = JSON.stringify(fake.realtimeEvents.findLast((e) => e.type === 'session.update')?.session?.modalities) === '["text"]';
+          if (textOnly) send({ type: 'response.text.delta', response_id: id, item_id: itemId, delta: text });
+          else {
+            send({ type: 'response.audio_transcript.delta', response_id: id, item_id: itemId, delta: text });
+            const audio = Buffer.from(samplesToBytes(tone(text.length * 1_200, 24_000)));
+            for (let offset = 0; offset < audio.length; offset += 9_600) send({ type: 'response.audio.delta', response_id: id, item_id: itemId, delta: audio.subarray(offset, offset + 9_600).toString('base64') });
+          }
+          return send({ type: 'response.done', response: { id, status: 'completed' } });
+        }
+        default:
+      }
+    });
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const client of sockets.clients) client.terminate();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  server.unref();
+  const port = (server.address() as AddressInfo).port;
+  return Object.assign(fake, { httpUrl: `http://127.0.0.1:${port}`, wsUrl: `ws://127.0.0.1:${port}` });
+}
