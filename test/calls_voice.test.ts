@@ -64,3 +64,16 @@ t.test('a start with a wrong, reused or missing token closes the socket and join
   phone.phone.hangUp();
   t.equal((await endedCall(s, callId)).status, 'ended_by_customer');
 });
+
+t.test('ambient sound plays under the agent and while it is silent', async (t) => {
+  const s = await voiceSetup(t, { ambient_sound: 'office', ambient_sound_volume: 0.5 });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  const frames = phone.heard.frames;
+  const speech = phone.heard.speechFrames;
+  await phone.silence(1_000);
+  t.equal(phone.heard.frames - frames, 50, 'a frame every 20 ms while the agent is silent');
+  t.equal(phone.heard.speechFrames, speech, 'the bed is quieter than speech');
+  phone.phone.hangUp();
+  await endedCall(s, callId);
+});

@@ -155,6 +155,7 @@ export function createVoiceService(deps: VoiceDeps) {
       endpointSensitivity: assistant.endpoint_sensitivity,
       fillers: assistant.fillers && mode === 'pipeline',
       temperature: assistant.llm_temperature,
+      noiseCancellation: assistant.enable_noise_cancellation,
       ambient: assistant.ambient_sound === 'off' ? null : { sound: assistant.ambient_sound, volume: assistant.ambient_sound_volume },
       languages,
       voiceSettings: { speed: assistant.speech_speed, stability: assistant.voice_stability, similarity: assistant.voice_similarity, emotion: assistant.tts_emotion_enabled },

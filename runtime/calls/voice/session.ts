@@ -5,6 +5,7 @@ import { MAX_TOOL_ROUNDS } from '../../conversations/machine.js';
 import type { ChatMessage, FunctionDefinition, ToolCall } from '../../llm/types.js';
 import type { Logger } from '../../logger.js';
 import { ambientBed, dtmfTone, type AmbientSound } from './audio.js';
+import { NoiseSuppressor } from './denoise.js';
 import type { Builtin, BuiltinEffect } from './builtins.js';
 import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
 import { Playout, heardText, type Segment } from './playout.js';
@@ -63,6 +64,8 @@ export interface CallSpec {
   readonly fillers: boolean;
   readonly temperature: number;
   readonly ambient: { sound: AmbientSound; volume: number } | null;
+  /** `enable_noise_cancellation`: caller audio is cleaned before the VAD and the transcriber. */
+  readonly noiseCancellation: boolean;
   /** Languages by ISO code, the primary first, with a voice of the assistant's provider in each. */
   readonly languages: ReadonlyArray<{ code: string; name: string; voice: string }>;
   readonly voiceSettings: { speed: number; stability: number; similarity: number; emotion: boolean };
@@ -148,6 +151,7 @@ export class CallSession {
   private transport: CallTransport | undefined;
   private playout: Playout | undefined;
   private readonly vad = new EnergyVad();
+  private readonly denoiser: NoiseSuppressor | undefined;
   private stt: SttStream | undefined;
   private realtime: RealtimeSession | undefined;
   private readonly history: ChatMessage[];
@@ -185,6 +189,7 @@ export class CallSession {
     private readonly hooks: SessionHooks,
   ) {
     this.language = spec.languages[0]!;
+    this.denoiser = spec.noiseCancellation ? new NoiseSuppressor() : undefined;
     this.history = [{ role: 'system', content: spec.systemPrompt }];
     const machine = callMachine.provide({
       actors: {
@@ -235,7 +240,7 @@ export class CallSession {
       return;
     }
     this.transport = transport;
-    const ambient = this.spec.ambient ? { bed: ambientBed(this.spec.ambient.sound), gain: this.spec.ambient.volume * 0.25 } : undefined;
+    const ambient = this.spec.ambient ? { bed: ambientBed(this.spec.ambient.sound), gain: this.spec.ambient.volume } : undefined;
     this.playout = new Playout(
       { audio: (frame) => transport.sendAudio(frame), mark: (name) => transport.sendMark(name), clear: () => transport.clear() },
       this.clock,
@@ -269,8 +274,9 @@ export class CallSession {
 
   // ---------------------------------------------------------------- caller audio
 
-  audio(frame: Int16Array): void {
+  audio(input: Int16Array): void {
     if (this.status !== 'in-progress') return;
+    const frame = this.denoiser ? this.denoiser.process(input) : input;
     const speech = this.vad.process(frame);
     if (this.spec.mode === 'pipeline') this.stt?.write(frame, speech);
     else this.realtime?.appendAudio(frame);

@@ -5,8 +5,10 @@ import { levelDb } from './audio.js';
  *
  * The VAD is an energy detector with an adaptive noise floor: a frame is speech when its level is
  * at least 12 dB above the floor and above -50 dBFS; speech starts after 3 speech frames in a row
- * (60 ms), so clicks and single bursts do not count. The floor follows quiet frames quickly and
- * rises slowly, so steady background noise is learned and ignored.
+ * (60 ms), so clicks and single bursts do not count, and it ends after 100 ms without speech (short
+ * dips between words do not end it). The floor starts at the first frame's level
+ * (at most -45 dBFS), follows quieter frames quickly and rises slowly, so steady background noise
+ * is learned and ignored (the noise suppressor, on by default, removes most of it first).
  *
  * Assistant settings map to times as follows (both settings are seconds, as the spec's defaults
  * suggest):
@@ -20,26 +22,33 @@ import { levelDb } from './audio.js';
  */
 
 export const SPEECH_ONSET_FRAMES = 3;
+/** Speech continues through dips this short (between syllables and words). */
+const HANGOVER_FRAMES = 4;
 const MARGIN_DB = 12;
 const ABSOLUTE_MIN_DB = -50;
+const INITIAL_FLOOR_DB = -45;
 
 export class EnergyVad {
-  private floor = -70;
+  private floor: number | undefined;
   private run = 0;
+  private quiet = 0;
   /** True from the onset of speech until a non-speech frame. */
   speaking = false;
 
   /** Classifies one frame; returns whether it is (confirmed) speech. */
   process(frame: Int16Array): boolean {
     const level = levelDb(frame);
-    const loud = level > ABSOLUTE_MIN_DB && level > this.floor + MARGIN_DB;
-    if (loud) {
-      this.run++;
-    } else {
-      this.run = 0;
-      this.floor = level < this.floor ? this.floor + (level - this.floor) * 0.5 : this.floor + (level - this.floor) * 0.02;
-    }
-    this.speaking = this.run >= SPEECH_ONSET_FRAMES;
+    const floor = (this.floor ??= Math.max(-70, Math.min(INITIAL_FLOOR_DB, level)));
+    const loud = level > ABSOLUTE_MIN_DB && level > floor + MARGIN_DB;
+    this.run = loud ? this.run + 1 : 0;
+    // Down fast to quieter frames; up slowly, and very slowly while it sounds like speech, so a
+    // steady noise is learned within seconds but a long sentence barely moves the floor.
+    const rate = level < floor ? 0.5 : loud ? 0.002 : 0.05;
+    this.floor = floor + (level - floor) * rate;
+    if (this.run >= SPEECH_ONSET_FRAMES) {
+      this.speaking = true;
+      this.quiet = 0;
+    } else if (this.speaking && !loud && ++this.quiet > HANGOVER_FRAMES) this.speaking = false;
     return this.speaking;
   }
 }

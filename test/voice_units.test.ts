@@ -1,0 +1,139 @@
+import t from 'tap';
+import { ManualClock } from '../runtime/clock.js';
+import { Downsampler, FRAME_SAMPLES, Upsampler, ambientBed, levelDb, mulawDecode, mulawEncode, random, voicedSpeech } from '../runtime/calls/voice/audio.js';
+import { NoiseSuppressor } from '../runtime/calls/voice/denoise.js';
+import { Playout } from '../runtime/calls/voice/playout.js';
+import { Resampler } from '../runtime/calls/voice/providers.js';
+import { SentenceChunker } from '../runtime/calls/voice/session.js';
+import { EnergyVad, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished } from '../runtime/calls/voice/turns.js';
+import { withinBusinessHours } from '../runtime/calls/voice/builtins.js';
+
+/** The pure parts of the voice engine: codecs, resampling, VAD, turn policy, denoising, playout. */
+
+const noise = (seed: number, amplitude: number) => {
+  const rand = random(seed);
+  return () => Int16Array.from({ length: FRAME_SAMPLES }, () => Math.round((rand() * 2 - 1) * amplitude));
+};
+const tone = (index: number, amplitude = 6_000) => Int16Array.from({ length: FRAME_SAMPLES }, (_, i) => Math.round(Math.sin((2 * Math.PI * 200 * (index * FRAME_SAMPLES + i)) / 16_000) * amplitude));
+
+t.test('mu-law round trip and resampling keep the signal', async (t) => {
+  const frame = tone(0);
+  const back = mulawDecode(mulawEncode(frame));
+  let error = 0;
+  for (let i = 0; i < frame.length; i++) error = Math.max(error, Math.abs(back[i]! - frame[i]!));
+  t.ok(error < 300, `mu-law error ${error}`);
+  const down = new Downsampler().process(frame);
+  t.equal(down.length, 160);
+  const up = new Upsampler().process(down);
+  t.equal(up.length, 320);
+  t.ok(Math.abs(levelDb(up) - levelDb(frame)) < 1, 'level kept through 16 k -> 8 k -> 16 k');
+  const to24 = new Resampler(16_000, 24_000);
+  let samples = 0;
+  for (let i = 0; i < 50; i++) samples += to24.process(tone(i)).length;
+  t.ok(Math.abs(samples - 24_000) <= 1, `one second at 24 kHz: ${samples} samples`);
+});
+
+t.test('the VAD learns steady noise and still hears speech', async (t) => {
+  const vad = new EnergyVad();
+  const hiss = noise(1, 800);
+  let falseSpeech = 0;
+  for (let i = 0; i < 150; i++) if (vad.process(hiss()) && i > 50) falseSpeech++;
+  t.equal(falseSpeech, 0, 'steady noise is not speech');
+  const verdicts = Array.from({ length: 10 }, (_, i) => vad.process(tone(i)));
+  t.same(verdicts.slice(0, 2), [false, false], 'not before the onset');
+  t.ok(verdicts.slice(2).every(Boolean), 'speech after 60 ms');
+  const after = Array.from({ length: 6 }, () => vad.process(new Int16Array(FRAME_SAMPLES)));
+  t.same(after, [true, true, true, true, false, false], 'a dip of up to 80 ms is bridged; 100 ms of silence ends it');
+});
+
+t.test('turn policy: documented mappings, unfinished words, backchannels, business hours', async (t) => {
+  t.equal(endpointDelayMs(0.5, 'vad', 'Hello.'), 500);
+  t.equal(endpointDelayMs(0, 'vad', ''), 200);
+  t.equal(endpointDelayMs(5, 'vad', ''), 5_000);
+  t.equal(endpointDelayMs(0.5, 'ai', 'My number is 0151'), 1_200);
+  t.equal(endpointDelayMs(0.5, 'ai', 'That is all.'), 500);
+  t.equal(endpointDelayMs(4, 'ai', 'and'), 6_000);
+  t.equal(interruptDelayMs(0.5), 500);
+  t.equal(interruptDelayMs(0), 60);
+  for (const text of ['I want to order and', 'so, um', 'it is 4 5', 'because', 'wait,']) t.ok(looksUnfinished(text), text);
+  for (const text of ['That is all.', 'Really?', '']) t.notOk(looksUnfinished(text), text);
+  for (const text of ['mm-hmm', 'Okay.', 'yeah yeah', 'uh-huh', 'I see']) t.ok(isBackchannel(text), text);
+  for (const text of ['no', 'wait stop', 'okay but what about the price']) t.notOk(isBackchannel(text), text);
+  t.ok(withinBusinessHours(Date.UTC(2026, 10, 24, 10), 'UTC'), 'Tuesday 10:00');
+  t.notOk(withinBusinessHours(Date.UTC(2026, 10, 24, 10), 'Asia/Tokyo'), 'Tuesday 19:00 in Tokyo');
+  t.notOk(withinBusinessHours(Date.UTC(2026, 10, 22, 10), 'UTC'), 'Sunday');
+});
+
+t.test('the noise suppressor takes steady noise down by at least 15 dB and keeps speech', async (t) => {
+  const suppressor = new NoiseSuppressor();
+  const hiss = noise(3, 1_500);
+  let noiseIn = 0;
+  let noiseOut = 0;
+  for (let i = 0; i < 100; i++) {
+    const frame = hiss();
+    const out = suppressor.process(frame);
+    if (i >= 40) {
+      noiseIn += levelDb(frame);
+      noiseOut += levelDb(out);
+    }
+  }
+  t.ok(noiseIn / 60 - noiseOut / 60 >= 15, `noise ${(noiseIn / 60).toFixed(1)} -> ${(noiseOut / 60).toFixed(1)} dBFS`);
+  let speechIn = 0;
+  let speechOut = 0;
+  for (let i = 0; i < 50; i++) {
+    const frame = tone(i);
+    const mixed = Int16Array.from(frame, (v, k) => v + (hiss()[k] ?? 0));
+    const out = suppressor.process(mixed);
+    if (i >= 10) {
+      speechIn += levelDb(mixed);
+      speechOut += levelDb(out);
+    }
+  }
+  t.ok(speechIn / 40 - speechOut / 40 < 3, `speech ${(speechIn / 40).toFixed(1)} -> ${(speechOut / 40).toFixed(1)} dBFS`);
+});
+
+t.test('sentences are cut for speaking as they complete', async (t) => {
+  const chunker = new SentenceChunker();
+  t.same(chunker.push('Hello there. How '), ['Hello there.']);
+  t.same(chunker.push('are you today? Fine'), ['How are you today?']);
+  t.same(chunker.push(' thanks'), []);
+  t.same(chunker.flush(), ['Fine thanks']);
+});
+
+t.test('playout: paced frames with a lead, marks, ambient bed when idle, clear reports what was heard', async (t) => {
+  const clock = new ManualClock();
+  const sent: Int16Array[] = [];
+  const marks: string[] = [];
+  let clears = 0;
+  const playout = new Playout({ audio: (f) => sent.push(f), mark: (m) => marks.push(m), clear: () => clears++ }, clock, { bed: ambientBed('cafe'), gain: 0.1 });
+  const segment = playout.begin('one two three four five six seven eight nine ten');
+  playout.push(segment, voicedSpeech('one two three four five six seven eight nine ten'));
+  playout.finish(segment);
+  t.equal(sent.length, 3, 'the lead goes out at once');
+  for (let i = 0; i < 10; i++) playout.tick();
+  t.equal(sent.length, 13, 'then one frame per tick');
+  const cut = playout.clear();
+  t.equal(clears, 1);
+  t.equal(cut[0]!.heard.split(' ').length < 10, true, `heard "${cut[0]!.heard}"`);
+  t.equal(marks.length, 0, 'no mark for an unfinished segment');
+  const before = sent.length;
+  for (let i = 0; i < 5; i++) playout.tick();
+  t.equal(sent.length, before + 5, 'the ambient bed keeps playing while the agent is silent');
+  const level = levelDb(sent.at(-1)!);
+  t.ok(level < -25 && level > -70, `bed level ${level.toFixed(1)} dBFS`);
+});
+
+t.test('the manual clock runs timers in order at their own time', async (t) => {
+  const clock = new ManualClock(0);
+  const seen: string[] = [];
+  clock.setTimeout(() => seen.push(`b@${clock.now()}`), 20);
+  clock.setTimeout(() => {
+    seen.push(`a@${clock.now()}`);
+    clock.setTimeout(() => seen.push(`c@${clock.now()}`), 5);
+  }, 10);
+  const cancelled = clock.setTimeout(() => seen.push('never'), 15);
+  clock.clearTimeout(cancelled);
+  clock.advance(30);
+  t.same(seen, ['a@10', 'c@15', 'b@20']);
+  t.equal(clock.now(), 30);
+});
