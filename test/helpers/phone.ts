@@ -123,7 +123,7 @@ export class SimulatedPhone {
   constructor(readonly phone: PhoneLine, readonly clock: ManualClock) {
     phone.on('audio', (frame) => {
       this.heard.frames++;
-      if (levelDb(frame) > -45) {
+      if (levelDb(frame) > -32) {
         this.heard.speechFrames++;
         this.firstSpeechAt ??= this.elapsed;
       }
