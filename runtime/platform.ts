@@ -165,6 +165,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       voiceToVoice: (ms) => metrics?.voice.voiceToVoice(ms),
       turn: (mode) => metrics?.voice.turn(mode),
       interruption: (mode) => metrics?.voice.interruption(mode),
+      firstByte: (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms),
     },
     wakeWebhooks: () => webhookWorker.wake(),
   });

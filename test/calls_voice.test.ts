@@ -77,3 +77,24 @@ t.test('ambient sound plays under the agent and while it is silent', async (t) =
   phone.phone.hangUp();
   await endedCall(s, callId);
 });
+
+t.test('fillers: a short filler is spoken when the first token is slow; call metrics are exported', async (t) => {
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { fillers: true, initial_message: 'Hi.' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  fake.scriptChat({ text: 'Here is the answer.', delayMs: 300 });
+  const { phone, callId } = await callIn(s, ['Tell me something.']);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  const session = s.api.platform.runtime.services.voice.session(callId)!;
+  await phone.until(() => session.transcript.length === 3 && session.agentState === 'listening', 30_000, 'the filler and the answer');
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.match(call.transcript, /\nuser: Tell me something\.\nassistant: (One moment\.|Let me see\.|Sure, just a second\.) Here is the answer\.$/);
+  const metrics = await s.api.request('GET', '//metrics');
+  t.match(metrics.body, /active_calls\{mode="pipeline"\} 0/);
+  t.match(metrics.body, /call_turns_total\{mode="pipeline"\} 1/);
+  t.match(metrics.body, /voice_to_voice_added_seconds_count 1/);
+  t.match(metrics.body, /provider_first_byte_seconds_count\{kind="llm",provider="openai"\} 1/);
+  t.match(metrics.body, /open_sockets\{kind="telephony"\} 0/);
+});

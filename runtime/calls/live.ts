@@ -33,6 +33,7 @@ export interface VoiceMetrics {
   voiceToVoice(ms: number): void;
   turn(mode: CallMode): void;
   interruption(mode: CallMode): void;
+  firstByte(kind: 'llm', provider: string, ms: number): void;
 }
 
 export interface VoiceDeps {
@@ -214,6 +215,7 @@ export function createVoiceService(deps: VoiceDeps) {
       voiceToVoice: (ms) => deps.metrics?.voiceToVoice(ms),
       turn: () => deps.metrics?.turn(spec.mode),
       interruption: () => deps.metrics?.interruption(spec.mode),
+      firstByte: (kind, provider, ms) => deps.metrics?.firstByte(kind, provider, ms),
     });
     entry = {
       session,

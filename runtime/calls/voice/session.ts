@@ -103,6 +103,8 @@ export interface SessionHooks {
   voiceToVoice?(ms: number): void;
   turn?(): void;
   interruption?(): void;
+  /** Time to the first token of the text model, per round. */
+  firstByte?(kind: 'llm', provider: string, ms: number): void;
 }
 
 const STATUS_NAMES = new Set(['initiated', 'ringing', 'busy', 'in-progress', 'no-answer', 'failed', 'completed', 'ended_by_customer', 'ended_by_assistant', 'ended']);
@@ -633,6 +635,8 @@ export class CallSession {
     try {
       for (let round = 0; !signal.aborted; round++) {
         const chunker = new SentenceChunker();
+        const asked = performance.now();
+        let first = true;
         const result = await streamRound(
           {
             llm: this.spec.llm,
@@ -642,6 +646,8 @@ export class CallSession {
             temperature: this.spec.temperature,
             signal,
             onDelta: (delta) => {
+              if (first) this.hooks.firstByte?.('llm', this.spec.llm.provider.name, performance.now() - asked);
+              first = false;
               heardAnything = true;
               for (const sentence of chunker.push(delta)) say(sentence);
             },
