@@ -16,7 +16,8 @@ import { listAssistantTools } from '../tools/repository.js';
 import { enqueueCallEnded } from '../webhooks/outbox.js';
 import type { CallStatus } from '../../schemas/calls.js';
 import { CarrierError, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
-import { closeOrphanedCalls, endCall, insertCall, setCarrierCallId, updateCallStatus } from './repository.js';
+import { callCosts, callRate, type CallRate } from '../prices.js';
+import { chargeCall, closeOrphanedCalls, endCall, insertCall, numberTariff, setCarrierCallId, updateCallStatus } from './repository.js';
 import { builtinFunctions } from './voice/builtins.js';
 import type { CarrierFailure } from './voice/machine.js';
 import type { SpeechRegistry } from './voice/registry.js';
@@ -57,11 +58,19 @@ const TOKEN_TTL_MS = 5 * 60_000;
 /** A media stream silent this long (no frames at all) is a dropped connection. */
 export const MEDIA_TIMEOUT_MS = 5_000;
 const TICK_MS = 20;
+const METER_MS = 1_000;
+/** A call is told to say goodbye while this much talk time is still paid for. */
+const GOODBYE_RESERVE_S = 10;
 const E164 = /^\+[1-9]\d{6,14}$/;
 const VOICE_STYLE = 'You are speaking on a live phone call. Answer in short, natural spoken sentences, without lists, markdown or emojis.';
 
 interface Live {
   readonly session: CallSession;
+  readonly ownerId: number;
+  readonly rate: CallRate;
+  /** The owner's balance when the call started. */
+  readonly balance: number;
+  cutOff: boolean;
   readonly mode: CallMode;
   readonly tokenHash: Buffer;
   readonly tokenExpires: number;
@@ -93,9 +102,36 @@ export function createVoiceService(deps: VoiceDeps) {
     tickTimer = clock.setTimeout(tick, Math.max(0, nextTick - clock.now()));
   }
 
+  /** Running cost of a live call, by the clock. */
+  function runningCost(entry: Live, now: number): number {
+    const answered = entry.session.answeredTime;
+    return answered === null ? 0 : callCosts(entry.rate, now - answered).total;
+  }
+
+  /** Ends calls (with a goodbye) whose cost would soon pass what their owner has. */
+  function meter(now: number): void {
+    const spent = new Map<number, number>();
+    for (const entry of live.values()) spent.set(entry.ownerId, (spent.get(entry.ownerId) ?? 0) + runningCost(entry, now));
+    for (const entry of live.values()) {
+      if (entry.cutOff || entry.session.currentStatus !== 'in-progress') continue;
+      const perSecond = entry.rate.platform + entry.rate.carrier;
+      if (perSecond <= 0) continue;
+      if (spent.get(entry.ownerId)! + perSecond * GOODBYE_RESERVE_S >= entry.balance) {
+        entry.cutOff = true;
+        logger.info({ callId: entry.session.spec.callId, userId: entry.ownerId }, 'balance nearly spent; ending the call');
+        entry.session.send({ type: 'END', status: 'ended_by_assistant', goodbye: { kind: 'goodbye', reason: 'balance' } });
+      }
+    }
+  }
+  let lastMeter = 0;
+
   function tick(): void {
     tickTimer = undefined;
     const now = clock.now();
+    if (now - lastMeter >= METER_MS) {
+      lastMeter = now;
+      meter(now);
+    }
     for (const entry of live.values()) {
       if (!entry.attached) continue;
       entry.session.tick();
@@ -183,7 +219,10 @@ export function createVoiceService(deps: VoiceDeps) {
     assistant: AssistantRow,
     call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
   ): Promise<{ id: number; token: string; entry: Live }> {
-    if ((await balanceOf(pool, assistant.user_id)) <= 0) throw new PlatformError('insufficient_balance');
+    const balance = await balanceOf(pool, assistant.user_id);
+    if (balance <= 0) throw new PlatformError('insufficient_balance');
+    const tariff = call.type === 'web' || call.assistantNumber === null ? null : await numberTariff(pool, assistant.user_id, call.assistantNumber);
+    const rate = callRate(assistant.mode, tariff);
     const id = await insertCall(pool, {
       userId: assistant.user_id,
       assistantId: assistant.id,
@@ -219,6 +258,10 @@ export function createVoiceService(deps: VoiceDeps) {
     });
     entry = {
       session,
+      ownerId: assistant.user_id,
+      rate,
+      balance,
+      cutOff: false,
       mode: spec.mode,
       tokenHash: digest(token),
       tokenExpires: clock.now() + TOKEN_TTL_MS,
@@ -238,9 +281,12 @@ export function createVoiceService(deps: VoiceDeps) {
   function finish(entry: Live, end: CallEnd): void {
     const id = entry.session.spec.callId;
     if (live.get(id) === entry) live.delete(id);
+    const costs = callCosts(entry.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
     persist(entry, async () => {
       await pool.transaction(async (tx) => {
         const wrote = await endCall(tx, id, {
+          carrierCost: costs.carrier,
+          totalCost: costs.total,
           status: end.status as CallStatus,
           transcript: end.transcript,
           duration: end.durationSeconds,
@@ -248,7 +294,10 @@ export function createVoiceService(deps: VoiceDeps) {
           answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
           endedAt: isoTimestamp(end.endedAt),
         });
-        if (wrote) await enqueueCallEnded(tx, id);
+        if (!wrote) return;
+        const unpaid = await chargeCall(tx, entry.ownerId, id, costs.total);
+        if (unpaid > 0) logger.warn({ callId: id, userId: entry.ownerId, unpaid }, 'the balance did not cover the whole call');
+        await enqueueCallEnded(tx, id);
       });
       deps.wakeWebhooks();
       if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');

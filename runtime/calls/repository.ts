@@ -110,12 +110,15 @@ export interface CallEnding {
   readonly answeredBy: 'human' | 'machine' | 'unknown' | null;
   readonly answeredAt: string | null;
   readonly endedAt: string;
+  readonly carrierCost: number;
+  readonly totalCost: number;
 }
 
 /** Writes the end of a call once; false when it had already ended. */
 export async function endCall(db: CommonQueryMethods, id: number, end: CallEnding): Promise<boolean> {
   const result = await db.query(sql.unsafe`
     UPDATE calls SET status = ${end.status}, transcript = ${end.transcript}, duration = ${end.duration}, answered_by = ${end.answeredBy},
+      carrier_cost = ${end.carrierCost.toFixed(6)}, total_cost = ${end.totalCost.toFixed(6)},
       answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()
     WHERE id = ${id} AND ended_at IS NULL`);
   return result.rowCount > 0;
@@ -132,4 +135,30 @@ export async function closeOrphanedCalls(db: CommonQueryMethods): Promise<readon
     WHERE ended_at IS NULL AND created_at < now() - interval '30 minutes'
       AND status IN ('initiated', 'ringing', 'in-progress')
     RETURNING id`);
+}
+
+/** The type and country of a platform number, for its carrier price. */
+export async function numberTariff(db: CommonQueryMethods, userId: number, number: string): Promise<{ type: 'normal' | 'sip' | 'caller_id'; country: string } | null> {
+  const row = await db.maybeOne(sql.type(z.object({ type: z.enum(['normal', 'sip', 'caller_id']), country_code: z.string() }))`
+    SELECT type, country_code FROM phone_numbers WHERE user_id = ${userId} AND phone_number = ${number} LIMIT 1`);
+  return row ? { type: row.type, country: row.country_code } : null;
+}
+
+/**
+ * Charges a call once (ledger kind `call`, reference the call id) inside the transaction that
+ * ends it. A call is cut off before its cost passes the balance, so the charge normally fits;
+ * if calls running at once took the balance first, the rest of the cost is not charged (the
+ * ended call is never lost for it), and the shortfall is returned.
+ */
+export async function chargeCall(db: CommonQueryMethods, userId: number, callId: number, total: number): Promise<number> {
+  if (total <= 0) return 0;
+  const balance = await db.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId} FOR UPDATE`);
+  const charged = Math.min(total, Math.max(0, balance));
+  if (charged > 0) {
+    await db.query(sql.unsafe`
+      INSERT INTO ledger_entries (user_id, amount, balance_after, kind, reason, reference)
+      VALUES (${userId}, ${(-charged).toFixed(6)}, 0, 'call', ${`Call ${callId}`}, ${String(callId)})
+      ON CONFLICT (kind, reference) WHERE reference IS NOT NULL DO NOTHING`);
+  }
+  return Math.round((total - charged) * 1e6) / 1e6;
 }

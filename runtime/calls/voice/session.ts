@@ -834,6 +834,11 @@ export class CallSession {
     return this.status;
   }
 
+  /** Clock time of the answer, or null before it. */
+  get answeredTime(): number | null {
+    return this.answeredAt;
+  }
+
   get agentState(): string {
     return this.agent;
   }

@@ -1,0 +1,59 @@
+import t from 'tap';
+import { callCosts, callRate } from '../runtime/prices.js';
+import { ADMIN_TOKEN } from './helpers/platform.js';
+import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
+
+/**
+ * Call costs: the price table, per started second; one ledger entry per call; a call that would
+ * overrun the balance is ended with a goodbye; no call starts on an empty balance.
+ */
+
+t.test('cost arithmetic: platform per mode plus carrier per number type and country, per started second', async (t) => {
+  const us = callRate('pipeline', { type: 'normal', country: 'US' });
+  t.same(callCosts(us, 61_200), { seconds: 62, carrier: 0.014467, total: 0.076467 });
+  t.same(callCosts(us, 0), { seconds: 0, carrier: 0, total: 0 });
+  t.same(callCosts(us, 1), { seconds: 1, carrier: 0.000233, total: 0.001233 });
+  t.same(callCosts(callRate('multimodal', null), 30_000), { seconds: 30, carrier: 0, total: 0.06 }, 'web calls have no carrier');
+  t.same(callCosts(callRate('dualplex', { type: 'normal', country: 'ZW' }), 60_000), { seconds: 60, carrier: 0.04, total: 0.13 }, 'other countries take the default');
+  t.same(callCosts(callRate('pipeline', { type: 'sip', country: 'US' }), 60_000), { seconds: 60, carrier: 0.004, total: 0.064 });
+});
+
+const balance = async (s: Awaited<ReturnType<typeof voiceSetup>>) => Number((await s.api.request('GET', '/user', { token: s.token })).body.data.balance);
+
+t.test('an answered call is charged once, in the ledger, with carrier and total cost on the call', async (t) => {
+  const s = await voiceSetup(t);
+  const before = await balance(s);
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  await phone.silence(10_000);
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  const perSecond = (0.06 + 0.014) / 60;
+  const seconds = Math.round(call.total_cost / perSecond);
+  t.ok(seconds >= call.duration && seconds <= call.duration + 1, `${seconds} billed seconds for a ${call.duration} s call`);
+  t.equal(call.carrier_cost, Math.round((0.014 / 60) * seconds * 1e6) / 1e6);
+  t.equal(Math.round((before - (await balance(s))) * 1e6) / 1e6, call.total_cost, 'the balance went down by the total cost');
+  const { withClient } = await import('./helpers/database.js');
+  const entries = await withClient(s.api.databaseUrl, (db) => db.query("SELECT amount::float8 AS amount, reference FROM ledger_entries WHERE kind = 'call'"));
+  t.same(entries.rows, [{ amount: -call.total_cost, reference: String(callId) }], 'one ledger entry for the call');
+});
+
+t.test('balance cut-off: the agent says goodbye before the balance runs out', async (t) => {
+  const s = await voiceSetup(t);
+  const start = await balance(s);
+  await s.api.request('POST', `/admin/users/${s.userId}/balance`, { token: ADMIN_TOKEN, body: { amount: -(start - 0.04), reason: 'test' } });
+  t.equal(await balance(s), 0.04);
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.closed, 40_000, 'the cut-off');
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'ended_by_assistant');
+  t.match(call.transcript, /assistant: Thank you for calling\. Goodbye\.$/);
+  t.ok(call.duration >= 20 && call.duration <= 32, `ended after ${call.duration} s (0.04 USD lasts 32 s)`);
+  const left = await balance(s);
+  t.ok(left >= 0, `balance left ${left}`);
+  t.equal(Math.round((0.04 - left) * 1e6) / 1e6, call.total_cost);
+
+  await s.api.request('POST', `/admin/users/${s.userId}/balance`, { token: ADMIN_TOKEN, body: { amount: -left, reason: 'empty it' } });
+  const refused = await s.api.request('POST', '/telephony/twilio/inbound', { raw: new URLSearchParams({ To: s.number, From: '+14155550199', CallSid: 'CAempty' }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  t.match(String(refused.body), /<Say>This assistant is not available right now\./);
+});
