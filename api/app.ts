@@ -22,6 +22,7 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 import { telephonyRoutes } from './routes/telephony.js';
+import { recordingRoutes } from './routes/recordings.js';
 import { twilioMediaSocket } from './sockets/twilio.js';
 import { webCallSocket } from './sockets/webCall.js';
 
@@ -51,6 +52,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...callRoutes(services.calls, config.publicUrl),
     ...telephonyRoutes(services.voice, { twilioAuthToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl(), perIp }),
     ...webhookRoutes(services.webhooks),
+    ...recordingRoutes(runtime),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];

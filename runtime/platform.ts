@@ -34,6 +34,7 @@ import { createLoopbackCarrier, createTwilioCarrier, type Carrier } from './call
 import { silentPhone } from './calls/loopback.js';
 import { createSpeechRegistry, type SpeechOverrides } from './calls/voice/registry.js';
 import { speechAdapters } from './calls/voice/adapters.js';
+import { recordingSecret, recordingUrl } from './calls/recording.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -50,6 +51,8 @@ export interface Runtime {
   setListeningOrigin(origin: string): void;
   /** The public origin: PUBLIC_URL, or the listening origin. */
   publicUrl(): string;
+  /** Where call recordings are and the key that signs their URLs. */
+  readonly recordings: { readonly dir: string; readonly secret: Buffer };
   /** True when the database answers within a second. */
   isHealthy(): Promise<boolean>;
   stop(): Promise<void>;
@@ -146,6 +149,8 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     outbound,
     logger: logger.child({ component: 'conversations' }),
   });
+  const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(config.dataDir) };
+  const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, Date.now());
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
@@ -161,6 +166,8 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     logger: voiceLogger,
     publicUrl,
     calendarBaseUrl: config.calendarApiUrl,
+    recordingsDir: recordings.dir,
+    recordingUrl: signedRecordingUrl,
     metrics: {
       voiceToVoice: (ms) => metrics?.voice.voiceToVoice(ms),
       turn: (mode) => metrics?.voice.turn(mode),
@@ -179,7 +186,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     assistants: createAssistantService({ pool: db, catalog, logger }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
-    calls: createCallService({ pool: db }),
+    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl }),
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,
@@ -209,6 +216,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       listeningOrigin = origin;
     },
     publicUrl,
+    recordings,
     async stop() {
       await voice.stop();
       await webhookWorker.stop();

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { join, relative } from 'node:path';
 import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
@@ -19,6 +20,7 @@ import { CarrierError, sayAndHangUpTwiml, streamTwiml, type Carrier } from './ca
 import { callCosts, callRate, type CallRate } from '../prices.js';
 import { chargeCall, closeOrphanedCalls, endCall, insertCall, numberTariff, setCarrierCallId, updateCallStatus } from './repository.js';
 import { builtinFunctions } from './voice/builtins.js';
+import { WavRecorder } from './recording.js';
 import type { CarrierFailure } from './voice/machine.js';
 import type { SpeechRegistry } from './voice/registry.js';
 import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from './voice/session.js';
@@ -50,6 +52,10 @@ export interface VoiceDeps {
   /** The public origin (PUBLIC_URL), resolved once the server listens. */
   publicUrl(): string;
   readonly calendarBaseUrl: string;
+  /** Where recordings are written (`DATA_DIR/recordings`). */
+  readonly recordingsDir: string;
+  /** The signed URL of a call's recording (for the webhook payload). */
+  recordingUrl(callId: number): string;
   readonly metrics?: VoiceMetrics;
   wakeWebhooks(): void;
 }
@@ -71,6 +77,8 @@ interface Live {
   /** The owner's balance when the call started. */
   readonly balance: number;
   cutOff: boolean;
+  readonly record: boolean;
+  recorder: WavRecorder | undefined;
   readonly mode: CallMode;
   readonly tokenHash: Buffer;
   readonly tokenExpires: number;
@@ -135,6 +143,7 @@ export function createVoiceService(deps: VoiceDeps) {
     for (const entry of live.values()) {
       if (!entry.attached) continue;
       entry.session.tick();
+      entry.recorder?.tick();
       if (entry.session.currentStatus === 'in-progress' && now - entry.lastMediaAt > MEDIA_TIMEOUT_MS) {
         logger.warn({ callId: entry.session.spec.callId }, 'no media for 5 s; ending the call');
         entry.session.send({ type: 'CONNECTION_LOST' });
@@ -255,6 +264,7 @@ export function createVoiceService(deps: VoiceDeps) {
       turn: () => deps.metrics?.turn(spec.mode),
       interruption: () => deps.metrics?.interruption(spec.mode),
       firstByte: (kind, provider, ms) => deps.metrics?.firstByte(kind, provider, ms),
+      agentFrame: (frame) => entry.recorder?.agent(frame),
     });
     entry = {
       session,
@@ -262,6 +272,8 @@ export function createVoiceService(deps: VoiceDeps) {
       rate,
       balance,
       cutOff: false,
+      record: assistant.record,
+      recorder: undefined,
       mode: spec.mode,
       tokenHash: digest(token),
       tokenExpires: clock.now() + TOKEN_TTL_MS,
@@ -282,9 +294,21 @@ export function createVoiceService(deps: VoiceDeps) {
     const id = entry.session.spec.callId;
     if (live.get(id) === entry) live.delete(id);
     const costs = callCosts(entry.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
+    const recorder = entry.recorder;
+    entry.recorder = undefined;
     persist(entry, async () => {
+      let recordingPath: string | null = null;
+      if (recorder) {
+        try {
+          await recorder.close();
+          recordingPath = relative(deps.recordingsDir, recorder.path);
+        } catch (error) {
+          logger.error({ err: error, callId: id }, 'the recording could not be finished');
+        }
+      }
       await pool.transaction(async (tx) => {
         const wrote = await endCall(tx, id, {
+          recordingPath,
           carrierCost: costs.carrier,
           totalCost: costs.total,
           status: end.status as CallStatus,
@@ -297,7 +321,7 @@ export function createVoiceService(deps: VoiceDeps) {
         if (!wrote) return;
         const unpaid = await chargeCall(tx, entry.ownerId, id, costs.total);
         if (unpaid > 0) logger.warn({ callId: id, userId: entry.ownerId, unpaid }, 'the balance did not cover the whole call');
-        await enqueueCallEnded(tx, id);
+        await enqueueCallEnded(tx, id, recordingPath ? deps.recordingUrl(id) : null);
       });
       deps.wakeWebhooks();
       if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
@@ -323,11 +347,13 @@ export function createVoiceService(deps: VoiceDeps) {
     }
     entry.attached = true;
     entry.lastMediaAt = clock.now();
+    if (entry.record) entry.recorder = new WavRecorder(join(deps.recordingsDir, `${session.spec.callId}.wav`));
     session.attach(transport);
     schedule();
     return {
       audio(frame) {
         entry.lastMediaAt = clock.now();
+        if (session.currentStatus === 'in-progress') entry.recorder?.caller(frame);
         session.audio(frame);
       },
     };

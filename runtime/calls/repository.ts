@@ -112,13 +112,15 @@ export interface CallEnding {
   readonly endedAt: string;
   readonly carrierCost: number;
   readonly totalCost: number;
+  /** Relative to the recordings directory. */
+  readonly recordingPath: string | null;
 }
 
 /** Writes the end of a call once; false when it had already ended. */
 export async function endCall(db: CommonQueryMethods, id: number, end: CallEnding): Promise<boolean> {
   const result = await db.query(sql.unsafe`
     UPDATE calls SET status = ${end.status}, transcript = ${end.transcript}, duration = ${end.duration}, answered_by = ${end.answeredBy},
-      carrier_cost = ${end.carrierCost.toFixed(6)}, total_cost = ${end.totalCost.toFixed(6)},
+      carrier_cost = ${end.carrierCost.toFixed(6)}, total_cost = ${end.totalCost.toFixed(6)}, recording_path = ${end.recordingPath},
       answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()
     WHERE id = ${id} AND ended_at IS NULL`);
   return result.rowCount > 0;
@@ -161,4 +163,8 @@ export async function chargeCall(db: CommonQueryMethods, userId: number, callId:
       ON CONFLICT (kind, reference) WHERE reference IS NOT NULL DO NOTHING`);
   }
   return Math.round((total - charged) * 1e6) / 1e6;
+}
+
+export async function recordingPathOf(db: CommonQueryMethods, callId: number): Promise<string | null> {
+  return db.maybeOneFirst(sql.type(z.object({ recording_path: z.string().nullable() }))`SELECT recording_path FROM calls WHERE id = ${callId}`).then((p) => p ?? null);
 }

@@ -5,7 +5,7 @@ import { datetime } from '../time.js';
 import { campaignOwned, findCall, listCalls, type CallFilters, type CallRow } from './repository.js';
 
 /** A call as the API shows it (spec 2.10). */
-export function callView(row: CallRow) {
+export function callView(row: CallRow, recordingUrl: (callId: number) => string) {
   return {
     id: row.id,
     assistant_name: row.assistant_name,
@@ -22,19 +22,18 @@ export function callView(row: CallRow) {
     carrier_cost: row.carrier_cost,
     total_cost: row.total_cost,
     answered_by: row.answered_by,
-    // Recordings (and their signed URLs) arrive with call audio; until then there is none.
-    recording_url: null,
+    recording_url: row.recording_path ? recordingUrl(row.id) : null,
     created_at: datetime(row.created_at),
     updated_at: datetime(row.updated_at),
   };
 }
 
-export function createCallService({ pool }: { pool: DatabasePool }) {
+export function createCallService({ pool, recordingUrl }: { pool: DatabasePool; recordingUrl: (callId: number) => string }) {
   return {
     async get(userId: number, id: number) {
       const row = await findCall(pool, userId, id);
       if (!row) throw new PlatformError('call_not_found');
-      return callView(row);
+      return callView(row, recordingUrl);
     },
 
     /** @throws ValidationError when the assistant or campaign filter names another user's (or no) resource. */
@@ -46,7 +45,7 @@ export function createCallService({ pool }: { pool: DatabasePool }) {
         throw ValidationError.field('campaign_id', 'The selected campaign id is invalid.');
       }
       const { items, total } = await listCalls(pool, userId, filters, page, perPage);
-      return { items: items.map(callView), total, page, perPage };
+      return { items: items.map((item) => callView(item, recordingUrl)), total, page, perPage };
     },
   };
 }

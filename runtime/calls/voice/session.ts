@@ -103,6 +103,8 @@ export interface SessionHooks {
   voiceToVoice?(ms: number): void;
   turn?(): void;
   interruption?(): void;
+  /** Every frame the agent sent (speech, ambient or both), for the recording. */
+  agentFrame?(frame: Int16Array): void;
   /** Time to the first token of the text model, per round. */
   firstByte?(kind: 'llm', provider: string, ms: number): void;
 }
@@ -248,6 +250,7 @@ export class CallSession {
       this.clock,
       ambient,
     );
+    this.playout.onFrame = this.hooks.agentFrame;
     this.playout.onDrained = () => {
       const waiter = this.drainWaiter;
       this.drainWaiter = undefined;

@@ -1,0 +1,71 @@
+import { open, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { verifyRecording } from '../../runtime/calls/recording.js';
+import { recordingPathOf } from '../../runtime/calls/repository.js';
+import { PlatformError } from '../../runtime/errors.js';
+import type { Runtime } from '../../runtime/platform.js';
+import type { RouteDefinition } from '../http/types.js';
+
+/**
+ * `GET {base_url}/recordings/{call_id}.wav?expires=..&signature=..`: the call's recording, with
+ * byte ranges (`Range: bytes=a-b`, `bytes=a-`, `bytes=-n`) answered 206 with `Content-Range`, and
+ * 416 when unsatisfiable. A wrong or expired signature is 403; a call without a recording 404.
+ */
+
+/** Longest range read into memory at once; larger requests get this much (206) and ask again. */
+const MAX_CHUNK = 8 * 1024 * 1024;
+
+export function recordingRoutes(runtime: Runtime): RouteDefinition[] {
+  return [
+    {
+      method: 'GET',
+      path: '/api/recordings/:file',
+      auth: 'none',
+      tag: 'Calls',
+      summary: 'A call recording (stereo WAV: caller left, agent right) at its signed, expiring URL; byte ranges supported',
+      async handler(req) {
+        const match = /^(\d+)\.wav$/.exec(req.params.file ?? '');
+        const query = new URLSearchParams(req.rawQuery);
+        const callId = Number(match?.[1]);
+        if (!match || !verifyRecording(runtime.recordings.secret, callId, Number(query.get('expires')), query.get('signature') ?? '', Date.now())) {
+          throw new PlatformError('forbidden', { message: 'The recording link is invalid or has expired.' });
+        }
+        const relative = await recordingPathOf(runtime.pool, callId);
+        if (!relative) throw new PlatformError('not_found', { message: 'Recording not found.' });
+        const path = join(runtime.recordings.dir, relative);
+        const size = await stat(path).then((s) => s.size, () => -1);
+        if (size < 0) throw new PlatformError('not_found', { message: 'Recording not found.' });
+        const headers: Record<string, string> = { 'Content-Type': 'audio/wav', 'Accept-Ranges': 'bytes', 'Cache-Control': 'private, max-age=3600', 'Content-Disposition': `inline; filename="call-${callId}.wav"` };
+        let start = 0;
+        let end = size - 1;
+        let partial = false;
+        const range = req.headers.range;
+        if (range) {
+          const parsed = /^bytes=(\d*)-(\d*)$/.exec(range.trim());
+          if (!parsed || (parsed[1] === '' && parsed[2] === '')) return { status: 416, body: '', headers: { ...headers, 'Content-Range': `bytes */${size}` } };
+          if (parsed[1] === '') start = Math.max(0, size - Number(parsed[2]));
+          else {
+            start = Number(parsed[1]);
+            if (parsed[2] !== '') end = Math.min(end, Number(parsed[2]));
+          }
+          if (start >= size || start > end) return { status: 416, body: '', headers: { ...headers, 'Content-Range': `bytes */${size}` } };
+          partial = true;
+        }
+        if (end - start + 1 > MAX_CHUNK) {
+          end = start + MAX_CHUNK - 1;
+          partial = true;
+        }
+        const length = Math.max(0, end - start + 1);
+        const body = Buffer.alloc(length);
+        const file = await open(path, 'r');
+        try {
+          await file.read(body, 0, length, start);
+        } finally {
+          await file.close();
+        }
+        if (partial) headers['Content-Range'] = `bytes ${start}-${end}/${size}`;
+        return { status: partial ? 206 : 200, body, headers };
+      },
+    },
+  ];
+}

@@ -1,0 +1,136 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { FRAME_SAMPLES, SAMPLE_RATE } from './voice/audio.js';
+
+/**
+ * Call recordings: a stereo WAV (caller left, agent right, PCM16 16 kHz) written while the call
+ * runs, 20 ms at a time in step with the call ticker, through a write stream (a few hundred
+ * milliseconds buffered, never the call). The header's sizes are filled in when the call ends.
+ * Recordings are served at signed, expiring URLs: HMAC-SHA256 of "call_id.expires" with a secret
+ * kept in DATA_DIR.
+ */
+
+const HEADER_BYTES = 44;
+const BATCH_FRAMES = 10;
+/** Caller frames waiting for their tick; more than this (a burst) drops the oldest. */
+const MAX_PENDING = 50;
+
+function header(dataBytes: number): Buffer {
+  const out = Buffer.alloc(HEADER_BYTES);
+  out.write('RIFF', 0, 'ascii');
+  out.writeUInt32LE(36 + dataBytes, 4);
+  out.write('WAVE', 8, 'ascii');
+  out.write('fmt ', 12, 'ascii');
+  out.writeUInt32LE(16, 16);
+  out.writeUInt16LE(1, 20);
+  out.writeUInt16LE(2, 22);
+  out.writeUInt32LE(SAMPLE_RATE, 24);
+  out.writeUInt32LE(SAMPLE_RATE * 4, 28);
+  out.writeUInt16LE(4, 32);
+  out.writeUInt16LE(16, 34);
+  out.write('data', 36, 'ascii');
+  out.writeUInt32LE(dataBytes, 40);
+  return out;
+}
+
+export class WavRecorder {
+  private readonly stream: WriteStream;
+  private readonly pending: Int16Array[] = [];
+  private agentFrame: Int16Array | undefined;
+  private batch: Buffer[] = [];
+  private bytes = 0;
+  private failed = false;
+  private readonly opened: Promise<void>;
+
+  constructor(readonly path: string) {
+    this.opened = mkdir(dirname(path), { recursive: true }).then(() => undefined);
+    this.stream = createWriteStream(path, { flags: 'w' });
+    this.stream.on('error', () => {
+      this.failed = true;
+    });
+    this.stream.write(header(0));
+  }
+
+  /** A 20 ms frame of the caller (after it reached the call). */
+  caller(frame: Int16Array): void {
+    this.pending.push(frame);
+    if (this.pending.length > MAX_PENDING) this.pending.shift();
+  }
+
+  /** The frame the agent sent this tick (speech, ambient bed or both). */
+  agent(frame: Int16Array): void {
+    this.agentFrame = frame;
+  }
+
+  /** Writes one 20 ms stereo frame: the oldest caller frame and this tick's agent frame (silence where missing). */
+  tick(): void {
+    if (this.failed) return;
+    const left = this.pending.shift();
+    const right = this.agentFrame;
+    this.agentFrame = undefined;
+    const out = Buffer.alloc(FRAME_SAMPLES * 4);
+    for (let i = 0; i < FRAME_SAMPLES; i++) {
+      out.writeInt16LE(left?.[i] ?? 0, i * 4);
+      out.writeInt16LE(right?.[i] ?? 0, i * 4 + 2);
+    }
+    this.batch.push(out);
+    this.bytes += out.length;
+    if (this.batch.length >= BATCH_FRAMES) this.flush();
+  }
+
+  private flush(): void {
+    if (this.batch.length === 0) return;
+    this.stream.write(Buffer.concat(this.batch));
+    this.batch = [];
+  }
+
+  /** Finishes the file and fixes its header; resolves with the recorded milliseconds. */
+  async close(): Promise<number> {
+    await this.opened;
+    this.flush();
+    await new Promise<void>((resolve) => this.stream.end(resolve));
+    if (this.failed) throw new Error(`The recording ${this.path} could not be written`);
+    const file = await open(this.path, 'r+');
+    try {
+      await file.write(header(this.bytes), 0, HEADER_BYTES, 0);
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    return (this.bytes / (SAMPLE_RATE * 4)) * 1000;
+  }
+}
+
+/** The secret that signs recording URLs, made once per data directory. */
+export async function recordingSecret(dataDir: string): Promise<Buffer> {
+  const path = join(dataDir, 'recordings.secret');
+  try {
+    return Buffer.from((await readFile(path, 'utf8')).trim(), 'hex');
+  } catch {
+    const secret = randomBytes(32);
+    await mkdir(dataDir, { recursive: true });
+    await writeFile(path, secret.toString('hex'), { mode: 0o600, flag: 'wx' }).catch(() => undefined);
+    return Buffer.from((await readFile(path, 'utf8')).trim(), 'hex');
+  }
+}
+
+export const RECORDING_URL_TTL_S = 24 * 3600;
+
+export function signRecording(secret: Buffer, callId: number, expires: number): string {
+  return createHmac('sha256', secret).update(`${callId}.${expires}`).digest('hex');
+}
+
+/** `{base}/api/recordings/{id}.wav?expires=..&signature=..`, valid for a day from `now`. */
+export function recordingUrl(publicUrl: string, secret: Buffer, callId: number, now: number): string {
+  const expires = Math.floor(now / 1000) + RECORDING_URL_TTL_S;
+  return `${publicUrl}/api/recordings/${callId}.wav?expires=${expires}&signature=${signRecording(secret, callId, expires)}`;
+}
+
+export function verifyRecording(secret: Buffer, callId: number, expires: number, signature: string, now: number): boolean {
+  if (!Number.isSafeInteger(expires) || expires * 1000 < now) return false;
+  const expected = Buffer.from(signRecording(secret, callId, expires));
+  const given = Buffer.from(signature);
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
