@@ -35,6 +35,7 @@ import { silentPhone } from './calls/loopback.js';
 import { createSpeechRegistry, type SpeechOverrides } from './calls/voice/registry.js';
 import { speechAdapters } from './calls/voice/adapters.js';
 import { recordingSecret, recordingUrl } from './calls/recording.js';
+import { createEvaluator, type Evaluator } from './calls/evaluation.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -74,6 +75,8 @@ export interface Services {
   readonly conversationEngine: ConversationEngine;
   /** Live calls: creation, media sockets, the call ticker. */
   readonly voice: VoiceService;
+  /** Post-call evaluations. */
+  readonly evaluator: Evaluator;
 }
 
 /** What tests and benchmarks may replace: time, speech providers, the carrier. */
@@ -154,6 +157,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
+  const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, onDone: () => webhookWorker.wake() });
   const voice = createVoiceService({
     pool: db,
     catalog,
@@ -175,6 +179,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       firstByte: (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms),
     },
     wakeWebhooks: () => webhookWorker.wake(),
+    evaluate: (callId) => evaluator.evaluate(callId),
   });
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
@@ -190,11 +195,13 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,
+    evaluator,
   };
 
   metrics = createMetrics({ pool: db, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
   ingestion.start();
   webhookWorker.start();
+  void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
 
   return {
@@ -219,6 +226,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     recordings,
     async stop() {
       await voice.stop();
+      await evaluator.idle();
       await webhookWorker.stop();
       conversationEngine.stop();
       await ingestion.stop();

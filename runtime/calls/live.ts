@@ -58,12 +58,16 @@ export interface VoiceDeps {
   recordingUrl(callId: number): string;
   readonly metrics?: VoiceMetrics;
   wakeWebhooks(): void;
+  /** Runs the post-call evaluation of an ended call (after its end is saved). */
+  evaluate(callId: number): void;
 }
 
 const TOKEN_TTL_MS = 5 * 60_000;
 /** A media stream silent this long (no frames at all) is a dropped connection. */
 export const MEDIA_TIMEOUT_MS = 5_000;
 const TICK_MS = 20;
+/** A webhook waits this long at most for the post-call evaluation. */
+const EVALUATION_HOLD_MS = 10 * 60_000;
 const METER_MS = 1_000;
 /** A call is told to say goodbye while this much talk time is still paid for. */
 const GOODBYE_RESERVE_S = 10;
@@ -78,6 +82,7 @@ interface Live {
   readonly balance: number;
   cutOff: boolean;
   readonly record: boolean;
+  readonly evaluate: boolean;
   recorder: WavRecorder | undefined;
   readonly mode: CallMode;
   readonly tokenHash: Buffer;
@@ -273,6 +278,7 @@ export function createVoiceService(deps: VoiceDeps) {
       balance,
       cutOff: false,
       record: assistant.record,
+      evaluate: assistant.post_call_evaluation && assistant.post_call_schema.length > 0,
       recorder: undefined,
       mode: spec.mode,
       tokenHash: digest(token),
@@ -294,6 +300,7 @@ export function createVoiceService(deps: VoiceDeps) {
     const id = entry.session.spec.callId;
     if (live.get(id) === entry) live.delete(id);
     const costs = callCosts(entry.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
+    const evaluate = entry.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = entry.recorder;
     entry.recorder = undefined;
     persist(entry, async () => {
@@ -309,6 +316,7 @@ export function createVoiceService(deps: VoiceDeps) {
       await pool.transaction(async (tx) => {
         const wrote = await endCall(tx, id, {
           recordingPath,
+          evaluationPending: evaluate,
           carrierCost: costs.carrier,
           totalCost: costs.total,
           status: end.status as CallStatus,
@@ -321,8 +329,9 @@ export function createVoiceService(deps: VoiceDeps) {
         if (!wrote) return;
         const unpaid = await chargeCall(tx, entry.ownerId, id, costs.total);
         if (unpaid > 0) logger.warn({ callId: id, userId: entry.ownerId, unpaid }, 'the balance did not cover the whole call');
-        await enqueueCallEnded(tx, id, recordingPath ? deps.recordingUrl(id) : null);
+        await enqueueCallEnded(tx, id, recordingPath ? deps.recordingUrl(id) : null, evaluate ? EVALUATION_HOLD_MS : 0);
       });
+      if (evaluate) deps.evaluate(id);
       deps.wakeWebhooks();
       if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
     });

@@ -114,6 +114,8 @@ export interface CallEnding {
   readonly totalCost: number;
   /** Relative to the recordings directory. */
   readonly recordingPath: string | null;
+  /** The post-call evaluation is still to run. */
+  readonly evaluationPending: boolean;
 }
 
 /** Writes the end of a call once; false when it had already ended. */
@@ -121,6 +123,7 @@ export async function endCall(db: CommonQueryMethods, id: number, end: CallEndin
   const result = await db.query(sql.unsafe`
     UPDATE calls SET status = ${end.status}, transcript = ${end.transcript}, duration = ${end.duration}, answered_by = ${end.answeredBy},
       carrier_cost = ${end.carrierCost.toFixed(6)}, total_cost = ${end.totalCost.toFixed(6)}, recording_path = ${end.recordingPath},
+      evaluation_status = ${end.evaluationPending ? 'pending' : null},
       answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()
     WHERE id = ${id} AND ended_at IS NULL`);
   return result.rowCount > 0;

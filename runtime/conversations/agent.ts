@@ -23,6 +23,8 @@ export interface RoundRequest {
   readonly functions: readonly FunctionDefinition[];
   readonly temperature: number;
   readonly signal?: AbortSignal;
+  /** JSON mode. */
+  readonly json?: boolean;
   onDelta(delta: string): void;
 }
 
@@ -36,7 +38,7 @@ export async function streamRound(request: RoundRequest, logger: Logger, context
   const attempt = async (llm: ModelChoice): Promise<RoundResult> => {
     let text = '';
     let calls: ToolCall[] = [];
-    for await (const event of llm.provider.stream({ model: llm.model, messages: request.messages, functions: request.functions, temperature: request.temperature, signal: request.signal })) {
+    for await (const event of llm.provider.stream({ model: llm.model, messages: request.messages, functions: request.functions, temperature: request.temperature, signal: request.signal, json: request.json })) {
       if (request.signal?.aborted) break;
       if (event.type === 'text') {
         text += event.delta;

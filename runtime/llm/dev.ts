@@ -9,8 +9,13 @@ import type { FunctionDefinition, LlmEvent, LlmProvider } from './types.js';
  * - With knowledge in the system prompt it answers with the best passage.
  * - An instruction at the end (a system message: a call's re-engagement or goodbye) gets a short
  *   spoken line: a goodbye when it asks for one, else a check that the caller is still there.
+ * - In JSON mode with an extraction schema (`Fields: [...]` in the system prompt) it fills each
+ *   field from the text: the first number for numbers, yes/no words for booleans, the last line
+ *   of the user for strings.
  * - Otherwise it acknowledges the message.
  */
+
+export const EXTRACTION_FIELDS_MARKER = 'Fields: ';
 
 export const KNOWLEDGE_MARKER = 'Relevant knowledge:';
 
@@ -34,9 +39,23 @@ export function createDevProvider(): LlmProvider {
   let calls = 0;
   return {
     name: 'dev',
-    async *stream({ messages, functions }) {
+    async *stream({ messages, functions, json }) {
       const last = messages[messages.length - 1];
       if (!last) return;
+      const system = messages.find((m) => m.role === 'system')?.content ?? '';
+      if (json && system.includes(EXTRACTION_FIELDS_MARKER)) {
+        const fields = JSON.parse(system.slice(system.indexOf(EXTRACTION_FIELDS_MARKER) + EXTRACTION_FIELDS_MARKER.length).split('\n')[0]!) as Array<{ name: string; type: string }>;
+        const text = last.content ?? '';
+        const users = text.split('\n').filter((line) => line.startsWith('user: ')).map((line) => line.slice(6));
+        const out: Record<string, unknown> = {};
+        for (const field of fields) {
+          if (field.type === 'number') out[field.name] = Number(/-?\d+(?:\.\d+)?/.exec(users.join(' '))?.[0] ?? NaN) || null;
+          else if (field.type === 'bool') out[field.name] = /\b(yes|yeah|sure|interested)\b/i.test(users.join(' ')) ? true : /\b(no|not)\b/i.test(users.join(' ')) ? false : null;
+          else out[field.name] = users.at(-1) ?? null;
+        }
+        yield { type: 'text', delta: JSON.stringify(out) };
+        return;
+      }
       if (last.role === 'tool') {
         const results: string[] = [];
         for (let i = messages.length - 1; i >= 0 && messages[i]!.role === 'tool'; i--) results.unshift(messages[i]!.content ?? '');
@@ -58,7 +77,6 @@ export function createDevProvider(): LlmProvider {
         yield { type: 'tool_calls', calls: [{ id: `call_dev_${calls}`, name: chosen.name, arguments: JSON.stringify(args) }] };
         return;
       }
-      const system = messages.find((m) => m.role === 'system')?.content ?? '';
       const knowledge = system.indexOf(KNOWLEDGE_MARKER);
       if (knowledge !== -1) {
         const passage = system.slice(knowledge + KNOWLEDGE_MARKER.length).split(/\n\[\d+\] /)[1]?.split('\n[')[0]?.trim();

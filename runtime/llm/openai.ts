@@ -35,7 +35,7 @@ export function createOpenAiCompatibleProvider(options: OpenAiCompatibleOptions)
       let stream;
       try {
         stream = await client.chat.completions.create(
-          { model: request.model, messages: request.messages.map(toOpenAi), temperature: request.temperature, stream: true, ...(tools.length ? { tools } : {}) },
+          { model: request.model, messages: request.messages.map(toOpenAi), temperature: request.temperature, stream: true, ...(tools.length ? { tools } : {}), ...(request.json ? { response_format: { type: 'json_object' as const } } : {}) },
           { signal: request.signal },
         );
       } catch (error) {

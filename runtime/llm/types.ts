@@ -34,6 +34,8 @@ export interface LlmRequest {
   readonly functions: readonly FunctionDefinition[];
   readonly temperature: number;
   readonly signal?: AbortSignal;
+  /** Ask for one JSON object as the reply (JSON mode). */
+  readonly json?: boolean;
 }
 
 export class LlmError extends Error {

@@ -45,9 +45,10 @@ const callForWebhook = z.object({
 /**
  * Queues the `call.ended` notification when the call's assistant wants one. Run it in the
  * transaction that ends the call.
+ * @param holdMs delay before the first attempt (the post-call evaluation releases it sooner).
  * @returns whether a delivery was queued.
  */
-export async function enqueueCallEnded(db: CommonQueryMethods, callId: number, recordingUrl: string | null = null): Promise<boolean> {
+export async function enqueueCallEnded(db: CommonQueryMethods, callId: number, recordingUrl: string | null = null, holdMs = 0): Promise<boolean> {
   const call = await db.maybeOne(sql.type(callForWebhook)`
     SELECT c.id, c.user_id, c.assistant_id, c.status, c.duration, c.client_phone_number, c.assistant_phone_number, c.answered_by,
       c.answered_at, c.variables, c.evaluation, c.transcript, c.created_at, c.ended_at,
@@ -71,8 +72,9 @@ export async function enqueueCallEnded(db: CommonQueryMethods, callId: number, r
     finished_at: call.ended_at ? datetime(call.ended_at) : null,
   };
   await db.query(sql.unsafe`
-    INSERT INTO webhook_deliveries (user_id, assistant_id, call_id, event, url, body)
-    VALUES (${call.user_id}, ${call.assistant_id}, ${call.id}, 'call.ended', ${call.webhook_url}, ${JSON.stringify(payload)})`);
+    INSERT INTO webhook_deliveries (user_id, assistant_id, call_id, event, url, body, next_attempt_at)
+    VALUES (${call.user_id}, ${call.assistant_id}, ${call.id}, 'call.ended', ${call.webhook_url}, ${JSON.stringify(payload)},
+      now() + make_interval(secs => ${holdMs / 1000}))`);
   return true;
 }
 

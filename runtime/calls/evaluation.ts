@@ -1,0 +1,141 @@
+import { sql, type DatabasePool } from 'slonik';
+import { z } from 'zod';
+import type { CatalogService } from '../catalog/service.js';
+import { streamRound } from '../conversations/agent.js';
+import { EXTRACTION_FIELDS_MARKER } from '../llm/dev.js';
+import type { LlmRegistry } from '../llm/registry.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * Post-call evaluation: with `post_call_evaluation` and a `post_call_schema`, the assistant's text
+ * model reads the transcript in JSON mode and fills each field. Values are checked against the
+ * field's type (`string`, `number`, `bool`); a missing or mistyped value is null and named under
+ * `_errors`; a reply that is not a JSON object is stored as `{_error}`. Either way the result is
+ * stored (status `done` or `failed`) and the call's waiting webhook is released with it as
+ * `extracted_variables`.
+ */
+
+export interface SchemaField {
+  readonly name: string;
+  readonly type: 'string' | 'number' | 'bool';
+  readonly description: string;
+}
+
+export function checkExtraction(schema: readonly SchemaField[], reply: string): { evaluation: Record<string, unknown>; ok: boolean } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(reply.trim().replace(/^```(?:json)?\s*|\s*```$/g, ''));
+  } catch {
+    return { evaluation: { _error: 'The model did not answer with JSON.', _reply: reply.slice(0, 1000) }, ok: false };
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return { evaluation: { _error: 'The model did not answer with a JSON object.', _reply: reply.slice(0, 1000) }, ok: false };
+  const source = parsed as Record<string, unknown>;
+  const evaluation: Record<string, unknown> = {};
+  const errors: Record<string, string> = {};
+  for (const field of schema) {
+    let value = source[field.name];
+    if (value === undefined || value === null) value = null;
+    else if (field.type === 'number' && typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) value = Number(value);
+    else if (field.type === 'bool' && typeof value === 'string' && /^(true|false)$/i.test(value)) value = value.toLowerCase() === 'true';
+    const expected = field.type === 'bool' ? 'boolean' : field.type;
+    if (value !== null && (typeof value !== expected || (typeof value === 'number' && !Number.isFinite(value)))) {
+      errors[field.name] = `expected a ${field.type}, got ${JSON.stringify(value).slice(0, 100)}`;
+      value = null;
+    }
+    evaluation[field.name] = value;
+  }
+  if (Object.keys(errors).length > 0) evaluation._errors = errors;
+  return { evaluation, ok: true };
+}
+
+const subject = z.object({
+  transcript: z.string(),
+  mode: z.enum(['pipeline', 'multimodal', 'dualplex']),
+  llm_model_id: z.number().nullable(),
+  chat_llm_fallback_id: z.number().nullable(),
+  post_call_schema: z.array(z.object({ name: z.string(), type: z.enum(['string', 'number', 'bool']), description: z.string() })).nullable(),
+});
+
+export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogService; llm: LlmRegistry; logger: Logger; onDone: () => void }) {
+  const { pool, logger } = deps;
+  const running = new Map<number, Promise<void>>();
+
+  function evaluate(callId: number): Promise<void> {
+    let pending = running.get(callId);
+    if (!pending) {
+      pending = run(callId).finally(() => running.delete(callId));
+      running.set(callId, pending);
+    }
+    return pending;
+  }
+
+  async function run(callId: number): Promise<void> {
+    try {
+      const call = await pool.maybeOne(sql.type(subject)`
+        SELECT c.transcript, c.mode, a.llm_model_id, a.chat_llm_fallback_id, a.post_call_schema
+        FROM calls c LEFT JOIN assistants a ON a.id = c.assistant_id WHERE c.id = ${callId} AND c.evaluation_status = 'pending'`);
+      if (!call) return;
+      const schema = call.post_call_schema ?? [];
+      let result: { evaluation: Record<string, unknown>; ok: boolean };
+      if (schema.length === 0) result = { evaluation: { _error: 'The assistant has no evaluation schema any more.' }, ok: false };
+      else {
+        const catalog = await deps.catalog.get();
+        const row = catalog.models.get((call.mode === 'pipeline' ? call.llm_model_id : call.chat_llm_fallback_id) ?? -1) ?? catalog.modelsOfType('llm')[0];
+        const llm = row ? { provider: deps.llm.provider(row.provider), model: row.code } : { provider: deps.llm.provider('dev'), model: 'dev' };
+        try {
+          const reply = await streamRound(
+            {
+              llm,
+              fallback: undefined,
+              messages: [
+                {
+                  role: 'system',
+                  content: `You extract data from the transcript of a phone call. Answer with one JSON object that has exactly these keys, each value of the given type (string, number or bool); use null when the call does not say.\n${EXTRACTION_FIELDS_MARKER}${JSON.stringify(schema)}`,
+                },
+                { role: 'user', content: call.transcript },
+              ],
+              functions: [],
+              temperature: 0,
+              json: true,
+              onDelta: () => {},
+            },
+            logger,
+            { callId },
+          );
+          result = checkExtraction(schema, reply.text);
+        } catch (error) {
+          result = { evaluation: { _error: `The model failed: ${error instanceof Error ? error.message : String(error)}` }, ok: false };
+        }
+      }
+      await pool.transaction(async (tx) => {
+        await tx.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(result.evaluation as never)}, evaluation_status = ${result.ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId}`);
+        await tx.query(sql.unsafe`
+          UPDATE webhook_deliveries SET body = jsonb_set(body::jsonb, '{extracted_variables}', ${sql.jsonb(result.evaluation as never)})::text, next_attempt_at = now()
+          WHERE call_id = ${callId} AND status = 'pending' AND attempts = 0`);
+      });
+      deps.onDone();
+    } catch (error) {
+      logger.error({ err: error, callId }, 'post-call evaluation could not be saved');
+    }
+  }
+
+  return {
+    evaluate(callId: number): void {
+      void evaluate(callId);
+    },
+    /** Evaluations a stopped process left pending. */
+    async resume(): Promise<void> {
+      const ids = await pool.anyFirst(sql.type(z.object({ id: z.number() }))`SELECT id FROM calls WHERE evaluation_status = 'pending' ORDER BY id LIMIT 100`);
+      for (const id of ids) await evaluate(id);
+    },
+    /** Resolves when the evaluation of `callId` (if any is running) is saved. */
+    settled(callId: number): Promise<void> {
+      return running.get(callId) ?? Promise.resolve();
+    },
+    async idle(): Promise<void> {
+      await Promise.all(running.values());
+    },
+  };
+}
+
+export type Evaluator = ReturnType<typeof createEvaluator>;

@@ -1,0 +1,73 @@
+import t from 'tap';
+import { checkExtraction } from '../runtime/calls/evaluation.js';
+import { startFakeOpenAi } from './fakes/openai.js';
+import { withClient } from './helpers/database.js';
+import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
+
+/**
+ * Post-call evaluation: the model extracts each field of post_call_schema from the transcript in
+ * JSON mode; values are type-checked; failures are stored as such; the webhook carries the result.
+ */
+
+const schema = [
+  { name: 'customer_name', type: 'string', description: 'Name of the caller' },
+  { name: 'budget', type: 'number', description: 'Budget in dollars' },
+  { name: 'interested', type: 'bool', description: 'Whether they want a demo' },
+];
+
+t.test('type checks of an extraction', async (t) => {
+  const fields = schema as Parameters<typeof checkExtraction>[0];
+  t.same(checkExtraction(fields, '{"customer_name":"Ada","budget":"5000","interested":"true"}'), { evaluation: { customer_name: 'Ada', budget: 5000, interested: true }, ok: true });
+  t.same(checkExtraction(fields, '```json\n{"customer_name":null,"budget":"lots"}\n```'), { evaluation: { customer_name: null, budget: null, interested: null, _errors: { budget: 'expected a number, got "lots"' } }, ok: true });
+  t.same(checkExtraction(fields, '[1,2]'), { evaluation: { _error: 'The model did not answer with a JSON object.', _reply: '[1,2]' }, ok: false });
+  t.same(checkExtraction(fields, 'sorry'), { evaluation: { _error: 'The model did not answer with JSON.', _reply: 'sorry' }, ok: false });
+});
+
+async function evaluatedCall(t: Parameters<Parameters<typeof t.test>[1]>[0], evaluationReply: string) {
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { post_call_schema: schema, is_webhook_active: true, webhook_url: 'http://127.0.0.1:9/hook' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  fake.scriptChat({ text: 'Noted, thank you.' }, { text: evaluationReply });
+  const { phone, callId } = await callIn(s, ['I am Ada, my budget is 5000 and yes I want a demo.']);
+  await phone.untilAgentDone();
+  await phone.talk(1_000);
+  await phone.until(() => phone.heard.speechFrames > 90, 5_000, 'the answer');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  await endedCall(s, callId);
+  await s.api.platform.runtime.services.evaluator.settled(callId);
+  const call = (await s.api.request('GET', `/user/calls/${callId}`, { token: s.token })).body.data;
+  const delivery = await withClient(s.api.databaseUrl, async (db) => (await db.query("SELECT body, (attempts > 0 OR next_attempt_at <= now()) AS due FROM webhook_deliveries WHERE call_id = $1", [callId])).rows[0]);
+  return { fake, call, payload: JSON.parse(delivery.body), due: delivery.due as boolean };
+}
+
+t.test('the model fills the schema in JSON mode; the webhook waits for it and carries it', async (t) => {
+  const { fake, call, payload, due } = await evaluatedCall(t, '{"customer_name":"Ada","budget":5000,"interested":true}');
+  const request = fake.requests.filter((r) => r.path.includes('chat'))[1]!.body;
+  t.same(request.response_format, { type: 'json_object' });
+  t.match(request.messages[0].content, /"name":"customer_name","type":"string"/);
+  t.equal(request.messages[1].content, call.transcript);
+  t.same(call.evaluation, { customer_name: 'Ada', budget: 5000, interested: true });
+  t.same(payload.extracted_variables, call.evaluation);
+  t.ok(due, 'the held delivery was released (attempted or due)');
+});
+
+t.test('an extraction that fails is stored as a failure and still delivered', async (t) => {
+  const { call, payload, due } = await evaluatedCall(t, 'I cannot do that.');
+  t.same(call.evaluation, { _error: 'The model did not answer with JSON.', _reply: 'I cannot do that.' });
+  t.same(payload.extracted_variables, call.evaluation);
+  t.ok(due);
+});
+
+t.test('with the dev model, without a fake: the fields come from the caller words', async (t) => {
+  const s = await voiceSetup(t, { llm_model_id: 6, post_call_schema: schema });
+  const { phone, callId } = await callIn(s, ['My budget is 300, yes please.']);
+  await phone.untilAgentDone();
+  await phone.talk(1_000);
+  await phone.until(() => phone.heard.speechFrames > 90, 5_000, 'the answer');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  await endedCall(s, callId);
+  await s.api.platform.runtime.services.evaluator.settled(callId);
+  const call = (await s.api.request('GET', `/user/calls/${callId}`, { token: s.token })).body.data;
+  t.same(call.evaluation, { customer_name: 'My budget is 300, yes please.', budget: 300, interested: true });
+});
