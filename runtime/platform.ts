@@ -36,6 +36,7 @@ import { createSpeechRegistry, type SpeechOverrides } from './calls/voice/regist
 import { speechAdapters } from './calls/voice/adapters.js';
 import { recordingSecret, recordingUrl } from './calls/recording.js';
 import { createEvaluator, type Evaluator } from './calls/evaluation.js';
+import { callForIndex } from './calls/repository.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -180,6 +181,10 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     },
     wakeWebhooks: () => webhookWorker.wake(),
     evaluate: (callId) => evaluator.evaluate(callId),
+    indexCall: async (callId) => {
+      const row = await callForIndex(db, callId);
+      if (row) await index.indexCall({ id: row.id, userId: row.user_id, assistantId: row.assistant_id, campaignId: row.campaign_id, status: row.status, type: row.type, clientPhoneNumber: row.client_phone_number, createdAt: row.created_at, transcript: row.transcript });
+    },
   });
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
@@ -191,7 +196,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     assistants: createAssistantService({ pool: db, catalog, logger }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
-    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl }),
+    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index }),
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,

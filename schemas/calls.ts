@@ -15,6 +15,8 @@ export interface ListCallsQuery {
   campaign_id?: number;
   date_from?: string;
   date_to?: string;
+  search?: string;
+  search_after?: string;
   per_page?: number;
   page?: number;
 }
@@ -27,6 +29,8 @@ export const listCallsSchema = compileSchema<ListCallsQuery>({
   campaign_id: integer({ optional: true, min: 1 }),
   date_from: text({ optional: true, pattern: DAY, patternMessage: 'The date from does not match the format Y-m-d.' }),
   date_to: text({ optional: true, pattern: DAY, patternMessage: 'The date to does not match the format Y-m-d.' }),
+  search: text({ optional: true, max: 200, description: 'Words that must all occur in the transcript' }),
+  search_after: text({ optional: true, max: 200, pattern: /^[A-Za-z0-9_-]+$/, patternMessage: 'The search after cursor is invalid.', description: 'With search: the next_search_after of the previous page, for deep pages' }),
   ...paginationQueryFields,
 });
 

@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { checkExtraction } from '../runtime/calls/evaluation.js';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { withClient } from './helpers/database.js';
@@ -23,7 +23,7 @@ t.test('type checks of an extraction', async (t) => {
   t.same(checkExtraction(fields, 'sorry'), { evaluation: { _error: 'The model did not answer with JSON.', _reply: 'sorry' }, ok: false });
 });
 
-async function evaluatedCall(t: Parameters<Parameters<typeof t.test>[1]>[0], evaluationReply: string) {
+async function evaluatedCall(t: Test, evaluationReply: string) {
   const fake = await startFakeOpenAi(t);
   const s = await voiceSetup(t, { post_call_schema: schema, is_webhook_active: true, webhook_url: 'http://127.0.0.1:9/hook' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
   fake.scriptChat({ text: 'Noted, thank you.' }, { text: evaluationReply });

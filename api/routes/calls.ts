@@ -15,7 +15,7 @@ export function callRoutes(calls: CallService, publicUrl: string): RouteDefiniti
       path: '/api/user/calls',
       auth: 'user',
       tag,
-      summary: 'Your calls, newest first, with the filters of spec 4.7, paginated',
+      summary: 'Your calls, newest first, with the filters of spec 4.7, paginated; `search` finds words in transcripts (with `next_search_after` for deep pages)',
       querySchema: listCallsSchema.schema,
       async handler(req) {
         const query = listCallsSchema(req.query);
@@ -26,8 +26,10 @@ export function callRoutes(calls: CallService, publicUrl: string): RouteDefiniti
           { status: query.status, type: query.type, phoneNumber: query.phone_number, assistantId: query.assistant_id, campaignId: query.campaign_id, dateFrom: query.date_from, dateTo: query.date_to },
           query.page ?? 1,
           query.per_page ?? DEFAULT_PER_PAGE,
+          query.search?.trim() ? { text: query.search.trim(), after: query.search_after } : undefined,
         );
-        return json(200, paginate(page, publicUrl, req.path, req.rawQuery));
+        const envelope = paginate(page, publicUrl, req.path, req.rawQuery);
+        return json(200, page.nextSearchAfter === undefined ? envelope : { ...envelope, next_search_after: page.nextSearchAfter });
       },
     },
     {

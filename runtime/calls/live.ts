@@ -60,6 +60,8 @@ export interface VoiceDeps {
   wakeWebhooks(): void;
   /** Runs the post-call evaluation of an ended call (after its end is saved). */
   evaluate(callId: number): void;
+  /** Puts an ended call's transcript in the search index. */
+  indexCall(callId: number): Promise<void>;
 }
 
 const TOKEN_TTL_MS = 5 * 60_000;
@@ -332,6 +334,7 @@ export function createVoiceService(deps: VoiceDeps) {
         await enqueueCallEnded(tx, id, recordingPath ? deps.recordingUrl(id) : null, evaluate ? EVALUATION_HOLD_MS : 0);
       });
       if (evaluate) deps.evaluate(id);
+      await deps.indexCall(id).catch((error: unknown) => logger.error({ err: error, callId: id }, 'the transcript could not be indexed'));
       deps.wakeWebhooks();
       if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
     });

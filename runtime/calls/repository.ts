@@ -171,3 +171,28 @@ export async function chargeCall(db: CommonQueryMethods, userId: number, callId:
 export async function recordingPathOf(db: CommonQueryMethods, callId: number): Promise<string | null> {
   return db.maybeOneFirst(sql.type(z.object({ recording_path: z.string().nullable() }))`SELECT recording_path FROM calls WHERE id = ${callId}`).then((p) => p ?? null);
 }
+
+/** Calls of a user by id, in the order of `ids`. */
+export async function findCallsByIds(db: CommonQueryMethods, userId: number, ids: readonly number[]): Promise<CallRow[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.any(sql.type(callRow)`${callSelect} WHERE c.user_id = ${userId} AND c.id = ANY(${sql.array(ids, 'int8')})`);
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return ids.map((id) => byId.get(id)).filter((row): row is CallRow => row !== undefined);
+}
+
+export const indexedCallRow = z.object({
+  id: z.number(),
+  user_id: z.number(),
+  assistant_id: z.number().nullable(),
+  campaign_id: z.number().nullable(),
+  status: z.string(),
+  type: z.string(),
+  client_phone_number: z.string().nullable(),
+  created_at: z.string(),
+  transcript: z.string(),
+});
+
+export async function callForIndex(db: CommonQueryMethods, id: number) {
+  return db.maybeOne(sql.type(indexedCallRow)`
+    SELECT id, user_id, assistant_id, campaign_id, status, type, client_phone_number, created_at, transcript FROM calls WHERE id = ${id}`);
+}

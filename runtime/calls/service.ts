@@ -2,7 +2,19 @@ import type { DatabasePool } from 'slonik';
 import { findAssistant } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import { datetime } from '../time.js';
-import { campaignOwned, findCall, listCalls, type CallFilters, type CallRow } from './repository.js';
+import type { SearchIndex } from '../search/types.js';
+import { campaignOwned, findCall, findCallsByIds, listCalls, type CallFilters, type CallRow } from './repository.js';
+
+/** `search_after` cursors: the last call's time and id, base64url. */
+export function encodeCursor(last: { createdAt: string; id: number }): string {
+  return Buffer.from(`${last.createdAt}|${last.id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { createdAt: string; id: number } {
+  const [createdAt = '', id = ''] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  if (Number.isNaN(Date.parse(createdAt)) || !/^\d+$/.test(id)) throw ValidationError.field('search_after', 'The search after cursor is invalid.');
+  return { createdAt, id: Number(id) };
+}
 
 /** A call as the API shows it (spec 2.10). */
 export function callView(row: CallRow, recordingUrl: (callId: number) => string) {
@@ -28,7 +40,7 @@ export function callView(row: CallRow, recordingUrl: (callId: number) => string)
   };
 }
 
-export function createCallService({ pool, recordingUrl }: { pool: DatabasePool; recordingUrl: (callId: number) => string }) {
+export function createCallService({ pool, recordingUrl, index }: { pool: DatabasePool; recordingUrl: (callId: number) => string; index: SearchIndex }) {
   return {
     async get(userId: number, id: number) {
       const row = await findCall(pool, userId, id);
@@ -37,15 +49,21 @@ export function createCallService({ pool, recordingUrl }: { pool: DatabasePool; 
     },
 
     /** @throws ValidationError when the assistant or campaign filter names another user's (or no) resource. */
-    async list(userId: number, filters: CallFilters, page: number, perPage: number) {
+    async list(userId: number, filters: CallFilters, page: number, perPage: number, search?: { text: string; after?: string }) {
       if (filters.assistantId !== undefined && !(await findAssistant(pool, userId, filters.assistantId))) {
         throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
       }
       if (filters.campaignId !== undefined && !(await campaignOwned(pool, userId, filters.campaignId))) {
         throw ValidationError.field('campaign_id', 'The selected campaign id is invalid.');
       }
+      if (search) {
+        const found = await index.searchCalls({ userId, text: search.text, filters, size: perPage, from: (page - 1) * perPage, after: search.after ? decodeCursor(search.after) : undefined });
+        const rows = await findCallsByIds(pool, userId, found.ids);
+        const next = found.last && found.ids.length === perPage ? encodeCursor(found.last) : null;
+        return { items: rows.map((item) => callView(item, recordingUrl)), total: found.total, page, perPage, nextSearchAfter: next };
+      }
       const { items, total } = await listCalls(pool, userId, filters, page, perPage);
-      return { items: items.map((item) => callView(item, recordingUrl)), total, page, perPage };
+      return { items: items.map((item) => callView(item, recordingUrl)), total, page, perPage, nextSearchAfter: undefined };
     },
   };
 }

@@ -1,5 +1,5 @@
 import { Client, errors } from '@elastic/elasticsearch';
-import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type IndexedChunk, type IndexedDocument, type SearchHit, type SearchIndex, type SearchRequest } from './types.js';
+import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type CallSearchRequest, type IndexedCall, type IndexedChunk, type IndexedDocument, type SearchHit, type SearchIndex, type SearchRequest } from './types.js';
 
 /**
  * Search on Elasticsearch (8.x/9.x). Request bodies are built by the pure functions below, which
@@ -14,6 +14,68 @@ import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type IndexedChunk, type IndexedD
  */
 
 const ANALYZED_LANGUAGES = [...new Set(Object.values(LANGUAGE_ANALYZERS))].sort();
+
+/** The transcripts index: one document per ended call, its filters as keywords. */
+export function callsIndexTemplate(prefix: string) {
+  return {
+    name: `${prefix}-calls`,
+    index_patterns: [`${prefix}-calls`],
+    template: {
+      settings: { number_of_shards: 1 },
+      mappings: {
+        dynamic: 'strict' as const,
+        properties: {
+          id: { type: 'long' as const },
+          user_id: { type: 'keyword' as const },
+          assistant_id: { type: 'keyword' as const },
+          campaign_id: { type: 'keyword' as const },
+          status: { type: 'keyword' as const },
+          type: { type: 'keyword' as const },
+          client_phone_number: { type: 'keyword' as const },
+          created_at: { type: 'date' as const },
+          transcript: { type: 'text' as const, analyzer: 'standard' },
+        },
+      },
+    },
+  };
+}
+
+export function callDocument(call: IndexedCall) {
+  return {
+    id: call.id,
+    user_id: String(call.userId),
+    assistant_id: call.assistantId === null ? null : String(call.assistantId),
+    campaign_id: call.campaignId === null ? null : String(call.campaignId),
+    status: call.status,
+    type: call.type,
+    client_phone_number: call.clientPhoneNumber,
+    created_at: call.createdAt,
+    transcript: call.transcript,
+  };
+}
+
+/** Every word must match; the listing's filters are term/range filters; newest first with `search_after`. */
+export function callSearchQuery(index: string, request: CallSearchRequest) {
+  const f = request.filters;
+  const filter: unknown[] = [{ term: { user_id: String(request.userId) } }];
+  if (f.status) filter.push({ term: { status: f.status } });
+  if (f.type) filter.push({ term: { type: f.type } });
+  if (f.phoneNumber) filter.push({ term: { client_phone_number: f.phoneNumber } });
+  if (f.assistantId !== undefined) filter.push({ term: { assistant_id: String(f.assistantId) } });
+  if (f.campaignId !== undefined) filter.push({ term: { campaign_id: String(f.campaignId) } });
+  if (f.dateFrom || f.dateTo) {
+    filter.push({ range: { created_at: { ...(f.dateFrom ? { gte: `${f.dateFrom}T00:00:00Z` } : {}), ...(f.dateTo ? { lt: `${f.dateTo}T00:00:00Z||+1d` } : {}) } } });
+  }
+  return {
+    index,
+    query: { bool: { must: [{ match: { transcript: { query: request.text, operator: 'and' } } }], filter } },
+    sort: [{ created_at: { order: 'desc' } }, { id: { order: 'desc' } }],
+    size: request.size,
+    track_total_hits: true,
+    _source: false,
+    ...(request.after ? { search_after: [Date.parse(request.after.createdAt), request.after.id] } : { from: request.from }),
+  };
+}
 
 export function indexName(prefix: string, dimensions: number): string {
   return `${prefix}-chunks-${dimensions}`;
@@ -191,6 +253,22 @@ export function createElasticsearchIndex(options: ElasticsearchOptions): SearchI
     return index;
   }
 
+  let callsReady: Promise<void> | undefined;
+  function callsIndex(): Promise<void> {
+    callsReady ??= (async () => {
+      await client.indices.putIndexTemplate(callsIndexTemplate(prefix));
+      if (!(await client.indices.exists({ index: `${prefix}-calls` }))) {
+        await client.indices.create({ index: `${prefix}-calls` }).catch((error: unknown) => {
+          if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
+        });
+      }
+    })().catch((error: unknown) => {
+      callsReady = undefined;
+      throw error;
+    });
+    return callsReady;
+  }
+
   /** Bulk-indexes, retrying only items the cluster rejected for load (429), three times. */
   async function bulk(operations: unknown[]): Promise<void> {
     let pending = operations;
@@ -213,6 +291,7 @@ export function createElasticsearchIndex(options: ElasticsearchOptions): SearchI
     name: 'elasticsearch',
     async prepare() {
       await currentIndex();
+      await callsIndex();
     },
     async replaceDocument(document, chunks) {
       const name = await currentIndex();
@@ -224,6 +303,22 @@ export function createElasticsearchIndex(options: ElasticsearchOptions): SearchI
     },
     async deleteKnowledgebase(userId, knowledgebaseId) {
       await client.deleteByQuery(deleteKnowledgebaseQuery(await currentIndex(), userId, knowledgebaseId));
+    },
+    async indexCall(call) {
+      await callsIndex();
+      await client.index({ index: `${prefix}-calls`, id: String(call.id), document: callDocument(call), refresh: 'wait_for' });
+    },
+    async searchCalls(request) {
+      await callsIndex();
+      const response = await client.search(callSearchQuery(`${prefix}-calls`, request) as never);
+      const hits = response.hits.hits;
+      const total = typeof response.hits.total === 'number' ? response.hits.total : (response.hits.total?.value ?? 0);
+      const lastSort = hits.at(-1)?.sort as [number, number] | undefined;
+      return {
+        ids: hits.map((hit) => Number(hit._id)),
+        total,
+        last: lastSort ? { createdAt: new Date(lastSort[0]).toISOString(), id: Number(lastSort[1]) } : undefined,
+      };
     },
     async search(request) {
       const name = await currentIndex();

@@ -1,6 +1,6 @@
 import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type IndexedChunk, type IndexedDocument, type SearchHit, type SearchIndex, type SearchRequest } from './types.js';
+import { LANGUAGE_ANALYZERS, RRF_K, RRF_WINDOW, type CallSearchRequest, type CallSearchResult, type IndexedChunk, type IndexedDocument, type SearchHit, type SearchIndex, type SearchRequest } from './types.js';
 
 /**
  * Search on PostgreSQL: chunks with a language-aware tsvector (GIN index) and the embedding as
@@ -63,6 +63,32 @@ export function createPostgresSearchIndex(pool: DatabasePool, formatVectors: Vec
 
     async deleteKnowledgebase(userId, knowledgebaseId) {
       await pool.query(sql.unsafe`DELETE FROM document_chunks WHERE knowledgebase_id = ${knowledgebaseId} AND user_id = ${userId}`);
+    },
+
+    async indexCall() {
+      // `calls.transcript_search` is a generated column: PostgreSQL indexes the transcript as it is saved.
+    },
+
+    async searchCalls(request: CallSearchRequest): Promise<CallSearchResult> {
+      const f = request.filters;
+      const conditions = [sql.fragment`user_id = ${request.userId}`, sql.fragment`transcript_search @@ plainto_tsquery('simple', ${request.text})`];
+      if (f.status) conditions.push(sql.fragment`status = ${f.status}`);
+      if (f.type) conditions.push(sql.fragment`type = ${f.type}`);
+      if (f.phoneNumber) conditions.push(sql.fragment`client_phone_number = ${f.phoneNumber}`);
+      if (f.assistantId !== undefined) conditions.push(sql.fragment`assistant_id = ${f.assistantId}`);
+      if (f.campaignId !== undefined) conditions.push(sql.fragment`campaign_id = ${f.campaignId}`);
+      if (f.dateFrom) conditions.push(sql.fragment`created_at >= (${f.dateFrom}::date)::timestamp AT TIME ZONE 'UTC'`);
+      if (f.dateTo) conditions.push(sql.fragment`created_at < ((${f.dateTo}::date + 1)::timestamp AT TIME ZONE 'UTC')`);
+      const where = sql.join(conditions, sql.fragment` AND `);
+      const page = request.after
+        ? sql.fragment`AND (created_at, id) < (${request.after.createdAt}::timestamptz, ${request.after.id}) ORDER BY created_at DESC, id DESC LIMIT ${request.size}`
+        : sql.fragment`ORDER BY created_at DESC, id DESC LIMIT ${request.size} OFFSET ${request.from}`;
+      const [rows, total] = await Promise.all([
+        pool.any(sql.type(z.object({ id: z.number(), created_at: z.string() }))`SELECT id, created_at FROM calls WHERE ${where} ${page}`),
+        pool.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM calls WHERE ${where}`),
+      ]);
+      const last = rows.at(-1);
+      return { ids: rows.map((row) => row.id), total, last: last ? { createdAt: last.created_at, id: last.id } : undefined };
     },
 
     async search(request: SearchRequest): Promise<SearchHit[]> {

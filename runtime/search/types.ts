@@ -40,6 +40,49 @@ export interface SearchHit {
   readonly score: number;
 }
 
+/** A call as the transcript search sees it (indexed when the call ends). */
+export interface IndexedCall {
+  readonly id: number;
+  readonly userId: number;
+  readonly assistantId: number | null;
+  readonly campaignId: number | null;
+  readonly status: string;
+  readonly type: string;
+  readonly clientPhoneNumber: string | null;
+  /** `<iso_timestamp>` */
+  readonly createdAt: string;
+  readonly transcript: string;
+}
+
+export interface CallSearchFilters {
+  readonly status?: string;
+  readonly type?: string;
+  readonly phoneNumber?: string;
+  readonly assistantId?: number;
+  readonly campaignId?: number;
+  /** Inclusive UTC days, YYYY-MM-DD. */
+  readonly dateFrom?: string;
+  readonly dateTo?: string;
+}
+
+/** Newest first; `after` (the last call of the previous page) pages without offsets at any depth. */
+export interface CallSearchRequest {
+  readonly userId: number;
+  readonly text: string;
+  readonly filters: CallSearchFilters;
+  readonly size: number;
+  /** Offset, for numbered pages (ignored with `after`). */
+  readonly from: number;
+  readonly after?: { readonly createdAt: string; readonly id: number };
+}
+
+export interface CallSearchResult {
+  readonly ids: number[];
+  readonly total: number;
+  /** Sort values of the last hit, for the next `after`. */
+  readonly last: { readonly createdAt: string; readonly id: number } | undefined;
+}
+
 export interface SearchIndex {
   readonly name: 'postgres' | 'elasticsearch';
   /** Creates what the index needs (templates, mappings); safe to call at every start. */
@@ -49,6 +92,10 @@ export interface SearchIndex {
   deleteDocument(userId: number, documentId: number): Promise<void>;
   deleteKnowledgebase(userId: number, knowledgebaseId: number): Promise<void>;
   search(request: SearchRequest): Promise<SearchHit[]>;
+  /** Makes an ended call's transcript searchable. */
+  indexCall(call: IndexedCall): Promise<void>;
+  /** Full-text search over transcripts with the listing's filters applied inside the query. */
+  searchCalls(request: CallSearchRequest): Promise<CallSearchResult>;
 }
 
 /** Text-search configuration (PostgreSQL) / analyzer (Elasticsearch) per ISO 639-1 language. */
