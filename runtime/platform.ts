@@ -44,6 +44,8 @@ import { callForIndex } from './calls/repository.js';
  */
 export interface Runtime {
   readonly pool: DatabasePool;
+  /** The database in use (embedded or DATABASE_URL), for tools that seed it directly. */
+  readonly databaseUrl: string;
   readonly metrics: Metrics;
   /** Fetches user-supplied URLs through the outbound guard. */
   readonly outbound: OutboundFetch;
@@ -211,6 +213,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
 
   return {
     pool: db,
+    databaseUrl,
     services,
     outbound,
     metrics,

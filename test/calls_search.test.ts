@@ -87,7 +87,7 @@ t.test('the Elasticsearch request for a filtered transcript search', async (t) =
     from: 15,
   });
   const after = callSearchQuery('ap-calls', { userId: 7, text: 'refund', filters: {}, size: 15, from: 0, after: { createdAt: '2026-04-10T10:00:00.000000Z', id: 42 } });
-  t.same(after.search_after, [Date.parse('2026-04-10T10:00:00.000Z'), 42]);
+  t.same((after as { search_after?: unknown }).search_after, [Date.parse('2026-04-10T10:00:00.000Z'), 42]);
   t.notOk('from' in after, 'search_after instead of an offset');
   t.equal(callsIndexTemplate('ap').template.mappings.properties.transcript.type, 'text');
 });

@@ -100,27 +100,50 @@ t.test('sentences are cut for speaking as they complete', async (t) => {
   t.same(chunker.flush(), ['Fine thanks']);
 });
 
-t.test('playout: paced frames with a lead, marks, ambient bed when idle, clear reports what was heard', async (t) => {
-  const clock = new ManualClock();
-  const sent: Int16Array[] = [];
+t.test('playout: the first frame at once, then each on its 20 ms schedule, marks, ambient bed, clear', async (t) => {
+  const clock = new ManualClock(0);
+  const sent: number[] = [];
   const marks: string[] = [];
   let clears = 0;
-  const playout = new Playout({ audio: (f) => sent.push(f), mark: (m) => marks.push(m), clear: () => clears++ }, clock, { bed: ambientBed('cafe'), gain: 0.1 });
-  const segment = playout.begin('one two three four five six seven eight nine ten');
-  playout.push(segment, voicedSpeech('one two three four five six seven eight nine ten'));
+  const frames: Int16Array[] = [];
+  const playout = new Playout({ audio: (f) => (sent.push(clock.now()), frames.push(f)), mark: (m) => marks.push(m), clear: () => clears++ }, clock, undefined);
+  const text = 'one two three four five six seven eight nine ten';
+  const segment = playout.begin(text);
+  playout.push(segment, voicedSpeech(text));
   playout.finish(segment);
-  t.equal(sent.length, 3, 'the lead goes out at once');
-  for (let i = 0; i < 10; i++) playout.tick();
-  t.equal(sent.length, 13, 'then one frame per tick');
+  t.same(sent, [0], 'the first frame leaves at once');
+  for (let i = 0; i < 40; i++) {
+    clock.advance(5);
+    playout.tick();
+  }
+  t.same(sent.slice(0, 11), [0, 20, 40, 60, 80, 100, 120, 140, 160, 180, 200], 'then one every 20 ms, never a burst');
   const cut = playout.clear();
   t.equal(clears, 1);
-  t.equal(cut[0]!.heard.split(' ').length < 10, true, `heard "${cut[0]!.heard}"`);
+  t.ok(cut[0]!.heard.split(' ').length < 10 && text.startsWith(cut[0]!.heard), `heard "${cut[0]!.heard}"`);
   t.equal(marks.length, 0, 'no mark for an unfinished segment');
-  const before = sent.length;
-  for (let i = 0; i < 5; i++) playout.tick();
-  t.equal(sent.length, before + 5, 'the ambient bed keeps playing while the agent is silent');
-  const level = levelDb(sent.at(-1)!);
-  t.ok(level < -25 && level > -70, `bed level ${level.toFixed(1)} dBFS`);
+
+  const short = playout.begin('hi');
+  playout.push(short, voicedSpeech('hi'));
+  playout.finish(short);
+  for (let i = 0; i < 100 && marks.length === 0; i++) {
+    clock.advance(5);
+    playout.tick();
+  }
+  t.same(marks, [`seg-${short.id}`], 'a mark after the last frame of a segment');
+  let drained = false;
+  playout.onDrained = () => (drained = true);
+  playout.acknowledge(marks[0]!);
+  t.ok(drained, 'drained when the mark comes back');
+
+  const bedSent: Int16Array[] = [];
+  const bed = new Playout({ audio: (f) => bedSent.push(f), mark: () => {}, clear: () => {} }, clock, { bed: ambientBed('cafe'), gain: 0.5 });
+  for (let i = 0; i < 20; i++) {
+    clock.advance(5);
+    bed.tick();
+  }
+  t.equal(bedSent.length, 5, 'the ambient bed plays every 20 ms while the agent is silent');
+  const level = levelDb(bedSent.at(-1)!);
+  t.ok(level < -30 && level > -60, `bed level ${level.toFixed(1)} dBFS`);
 });
 
 t.test('the manual clock runs timers in order at their own time', async (t) => {

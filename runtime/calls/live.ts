@@ -67,7 +67,8 @@ export interface VoiceDeps {
 const TOKEN_TTL_MS = 5 * 60_000;
 /** A media stream silent this long (no frames at all) is a dropped connection. */
 export const MEDIA_TIMEOUT_MS = 5_000;
-const TICK_MS = 20;
+/** The call ticker: every live call's due audio frames go out on it. */
+const TICK_MS = 5;
 /** A webhook waits this long at most for the post-call evaluation. */
 const EVALUATION_HOLD_MS = 10 * 60_000;
 const METER_MS = 1_000;
@@ -150,7 +151,7 @@ export function createVoiceService(deps: VoiceDeps) {
     for (const entry of live.values()) {
       if (!entry.attached) continue;
       entry.session.tick();
-      entry.recorder?.tick();
+      entry.recorder?.tick(now);
       if (entry.session.currentStatus === 'in-progress' && now - entry.lastMediaAt > MEDIA_TIMEOUT_MS) {
         logger.warn({ callId: entry.session.spec.callId }, 'no media for 5 s; ending the call');
         entry.session.send({ type: 'CONNECTION_LOST' });

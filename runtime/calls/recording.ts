@@ -14,7 +14,7 @@ import { FRAME_SAMPLES, SAMPLE_RATE } from './voice/audio.js';
 
 const HEADER_BYTES = 44;
 const BATCH_FRAMES = 10;
-/** Caller frames waiting for their tick; more than this (a burst) drops the oldest. */
+/** Frames waiting for their tick; more than this (a burst) drops the oldest. */
 const MAX_PENDING = 50;
 
 function header(dataBytes: number): Buffer {
@@ -38,7 +38,7 @@ function header(dataBytes: number): Buffer {
 export class WavRecorder {
   private readonly stream: WriteStream;
   private readonly pending: Int16Array[] = [];
-  private agentFrame: Int16Array | undefined;
+  private readonly agentPending: Int16Array[] = [];
   private batch: Buffer[] = [];
   private bytes = 0;
   private failed = false;
@@ -59,17 +59,28 @@ export class WavRecorder {
     if (this.pending.length > MAX_PENDING) this.pending.shift();
   }
 
-  /** The frame the agent sent this tick (speech, ambient bed or both). */
+  /** A frame the agent sent (speech, ambient bed or both). */
   agent(frame: Int16Array): void {
-    this.agentFrame = frame;
+    this.agentPending.push(frame);
+    if (this.agentPending.length > MAX_PENDING) this.agentPending.shift();
   }
 
-  /** Writes one 20 ms stereo frame: the oldest caller frame and this tick's agent frame (silence where missing). */
-  tick(): void {
+  private nextDue: number | undefined;
+
+  /** Called by the call ticker: writes a 20 ms stereo frame for each 20 ms that passed. */
+  tick(now: number): void {
+    this.nextDue ??= now;
+    while (now >= this.nextDue) {
+      this.writeFrame();
+      this.nextDue += 20;
+    }
+  }
+
+  /** One stereo frame: the oldest caller and agent frames not yet written (silence where missing). */
+  private writeFrame(): void {
     if (this.failed) return;
     const left = this.pending.shift();
-    const right = this.agentFrame;
-    this.agentFrame = undefined;
+    const right = this.agentPending.shift();
     const out = Buffer.alloc(FRAME_SAMPLES * 4);
     for (let i = 0; i < FRAME_SAMPLES; i++) {
       out.writeInt16LE(left?.[i] ?? 0, i * 4);

@@ -133,27 +133,49 @@ export function random(seed: number): () => number {
  * longer ones after punctuation. Never silent while there are words, so a listener can tell the
  * agent speaking from the agent silent.
  */
+const WAVE_SIZE = 4096;
+/** One period of the voiced waveform (a fundamental with three harmonics), looked up by phase. */
+const VOICE_WAVE = Float32Array.from({ length: WAVE_SIZE }, (_, i) => {
+  const phase = (2 * Math.PI * i) / WAVE_SIZE;
+  return Math.sin(phase) + 0.5 * Math.sin(2 * phase) + 0.3 * Math.sin(3 * phase) + 0.15 * Math.sin(4 * phase);
+});
+const SINE = Float32Array.from({ length: WAVE_SIZE }, (_, i) => Math.sin((2 * Math.PI * i) / WAVE_SIZE));
+const speechCache = new Map<string, Int16Array>();
+const SPEECH_CACHE_ENTRIES = 256;
+
 export function voicedSpeech(text: string, speed = 1, pitch = 150): Int16Array {
+  const key = `${speed}|${pitch}|${text}`;
+  const cached = speechCache.get(key);
+  if (cached) return cached;
   const words = text.split(/\s+/).filter(Boolean);
   const msPerChar = 65 / speed;
+  const gapMs = (word: string) => (/[.!?]$/.test(word) ? 220 : /[,;:]$/.test(word) ? 120 : 60);
   let totalMs = 0;
-  for (const word of words) totalMs += Math.max(120, word.length * msPerChar) + (/[.!?]$/.test(word) ? 220 : /[,;:]$/.test(word) ? 120 : 60);
+  for (const word of words) totalMs += Math.max(120, word.length * msPerChar) + gapMs(word);
   const out = new Int16Array(Math.ceil((totalMs * SAMPLE_RATE) / 1000));
   let offset = 0;
   let phase = 0;
   for (const [index, word] of words.entries()) {
     const length = Math.floor((Math.max(120, word.length * msPerChar) * SAMPLE_RATE) / 1000);
     const syllables = Math.max(1, Math.round(word.length / 3));
+    let step = 0;
+    let shape = 0;
+    const syllableStep = (syllables * WAVE_SIZE) / (2 * length);
     for (let i = 0; i < length; i++) {
-      const t = i / SAMPLE_RATE;
-      const f0 = pitch * (1 + 0.12 * Math.sin(2 * Math.PI * (0.7 + index * 0.13) * t + index));
-      phase += (2 * Math.PI * f0) / SAMPLE_RATE;
-      const envelope = Math.min(1, i / 160, (length - i) / 320) * (0.55 + 0.45 * Math.abs(Math.sin((Math.PI * syllables * i) / length)));
-      const voice = Math.sin(phase) + 0.5 * Math.sin(2 * phase) + 0.3 * Math.sin(3 * phase) + 0.15 * Math.sin(4 * phase);
-      out[offset + i] = Math.round(voice * envelope * 6_000);
+      if ((i & 15) === 0) {
+        const t = i / SAMPLE_RATE;
+        step = (pitch * (1 + 0.12 * Math.sin(2 * Math.PI * (0.7 + index * 0.13) * t + index)) * WAVE_SIZE) / SAMPLE_RATE;
+        const ramp = i < 160 ? i / 160 : length - i < 320 ? (length - i) / 320 : 1;
+        shape = ramp * (0.55 + 0.45 * Math.abs(SINE[((syllableStep * i) | 0) % WAVE_SIZE]!)) * 6_000;
+      }
+      phase += step;
+      if (phase >= WAVE_SIZE) phase -= WAVE_SIZE;
+      out[offset + i] = (VOICE_WAVE[phase | 0]! * shape) | 0;
     }
-    offset += length + Math.floor(((/[.!?]$/.test(word) ? 220 : /[,;:]$/.test(word) ? 120 : 60) * SAMPLE_RATE) / 1000);
+    offset += length + Math.floor((gapMs(word) * SAMPLE_RATE) / 1000);
   }
+  if (speechCache.size >= SPEECH_CACHE_ENTRIES) speechCache.delete(speechCache.keys().next().value!);
+  speechCache.set(key, out);
   return out;
 }
 

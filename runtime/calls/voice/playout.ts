@@ -3,9 +3,10 @@ import { FRAME_SAMPLES, mixInto } from './audio.js';
 
 /**
  * The agent's outgoing audio for one call. Speech arrives as segments (one per sentence) in chunks
- * of any length; the playout cuts them into 20 ms frames and sends them paced by the call ticker,
- * one per tick, with a lead of up to three frames so the first audio leaves without waiting for
- * a tick. After each segment a mark goes out; the transport echoes it when the caller has heard
+ * of any length; the playout cuts them into 20 ms frames and sends them in real time: the first
+ * frame of an utterance at once, then each one when it falls due on its own 20 ms schedule (the
+ * call ticker runs every 5 ms, so a frame leaves at most a few milliseconds late and never in a
+ * burst; a schedule that fell behind by more than 100 ms restarts rather than catching up). After each segment a mark goes out; the transport echoes it when the caller has heard
  * that far (Twilio `mark`, the web call's `mark` frame), which is how the playout knows the agent
  * has finished speaking. `clear()` drops everything unsent (barge-in), and what the caller heard
  * is reported per segment as the share of its frames that went out.
@@ -28,14 +29,17 @@ export interface Segment {
   remainder: Int16Array | undefined;
 }
 
-const LEAD_FRAMES = 3;
+const FRAME_MS = 20;
+/** A schedule this far behind restarts instead of sending a burst. */
+const MAX_BEHIND_MS = 100;
 /** A transport that never echoes marks is taken to have played a segment this long after its last frame. */
 const MARK_TIMEOUT_MS = 1_000;
 
 export class Playout {
   private readonly segments: Segment[] = [];
   private readonly markSent = new Set<number>();
-  private credit = LEAD_FRAMES;
+  /** When the next frame is due; undefined while nothing plays. */
+  private nextDue: number | undefined;
   private nextId = 1;
   private ambientOffset = 0;
   private markTimer: unknown;
@@ -96,33 +100,56 @@ export class Playout {
     return this.segments.length > 0;
   }
 
-  /** Called every 20 ms by the call ticker. */
+  /** Called by the call ticker (every 5 ms): sends the frames that are due. */
   tick(): void {
-    this.credit = Math.min(LEAD_FRAMES, this.credit + 1);
-    if (!this.pump() && this.ambient && this.credit > 0) {
-      this.credit--;
-      this.send(new Int16Array(FRAME_SAMPLES), undefined);
+    const now = this.clock.now();
+    if (this.nextDue === undefined) {
+      if (!this.ambient) return;
+      this.nextDue = now;
+    }
+    if (now - this.nextDue > MAX_BEHIND_MS) this.nextDue = now;
+    while (this.nextDue !== undefined && now >= this.nextDue - 1) {
+      if (this.sendNext()) this.nextDue += FRAME_MS;
+      else if (this.ambient) {
+        this.send(new Int16Array(FRAME_SAMPLES), undefined);
+        this.nextDue += FRAME_MS;
+      } else this.nextDue = undefined;
     }
   }
 
-  /** Sends what the lead allows; returns whether agent audio went out. */
-  private pump(): boolean {
-    let sent = false;
+  /** Starts playing at once when the playout was idle. */
+  private pump(): void {
+    if (this.nextDue !== undefined) {
+      this.markFinished();
+      return;
+    }
+    if (this.sendNext()) this.nextDue = this.clock.now() + FRAME_MS;
+  }
+
+  /** Sends the next frame of speech, if one is ready; marks segments whose last frame went out. */
+  private sendNext(): boolean {
     for (const segment of this.segments) {
-      while (this.credit > 0 && segment.sent < segment.frames.length) {
+      if (segment.sent < segment.frames.length) {
         const frame = segment.frames[segment.sent++]!;
-        this.credit--;
         this.send(frame, segment);
-        sent = true;
+        this.markFinished();
+        return true;
       }
-      if (segment.sent < segment.frames.length || !segment.complete) return sent;
-      if (!segment.acked && segment.sent === segment.frames.length && !this.markSent.has(segment.id)) {
+      if (!segment.complete) return false;
+    }
+    this.markFinished();
+    return false;
+  }
+
+  private markFinished(): void {
+    for (const segment of this.segments) {
+      if (!segment.complete || segment.sent < segment.frames.length) return;
+      if (!segment.acked && !this.markSent.has(segment.id)) {
         this.markSent.add(segment.id);
         this.sink.mark(`seg-${segment.id}`);
         this.armMarkTimeout();
       }
     }
-    return sent;
   }
 
   private send(frame: Int16Array, segment: Segment | undefined): void {
@@ -181,6 +208,7 @@ export class Playout {
     this.markSent.clear();
     if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);
     this.markTimer = undefined;
+    if (!this.ambient) this.nextDue = undefined;
     this.sink.clear();
     return result;
   }

@@ -1,0 +1,118 @@
+import { MediaStreamPhone } from '../runtime/calls/loopback.js';
+import { FRAME_SAMPLES, SAMPLE_RATE, levelDb } from '../runtime/calls/voice/audio.js';
+
+/**
+ * The far end of the calls benchmark, in its own process so its work does not count as the
+ * server's: simulated phones over the Twilio media-stream protocol. The parent sends
+ * `{dial: {streamUrl, token, callId, carrierCallId}}` for each call the loopback carrier places;
+ * every phone streams a 20 ms frame every 20 ms (one timer for all), speaks for `talkMs` every
+ * `turnMs`, and measures what it hears: the gap between the agent's frames (jitter) and the time
+ * from its last speech frame to the agent's first audio (voice-to-voice, including the server's
+ * end-of-turn silence). `{report: true}` answers with the figures so far and resets them;
+ * `{hangUp: true}` ends every call.
+ */
+
+interface Dial {
+  readonly streamUrl: string;
+  readonly token: string;
+  readonly callId: number;
+  readonly carrierCallId: string;
+}
+
+const talkMs = Number(process.env.TALK_MS ?? 1_200);
+const turnMs = Number(process.env.TURN_MS ?? 4_000);
+
+function speech(index: number): Int16Array {
+  const frame = new Int16Array(FRAME_SAMPLES);
+  if (index % 20 >= 18) return frame;
+  for (let i = 0; i < FRAME_SAMPLES; i++) {
+    const t = (index * FRAME_SAMPLES + i) / SAMPLE_RATE;
+    const phase = 2 * Math.PI * (170 * t - (40 / (2 * Math.PI * 0.7)) * Math.cos(2 * Math.PI * 0.7 * t));
+    frame[i] = Math.round((Math.sin(phase) + 0.5 * Math.sin(2 * phase)) * 4_500 * (0.45 + 0.55 * Math.abs(Math.sin(Math.PI * 4 * t))));
+  }
+  return frame;
+}
+const SPEECH = Array.from({ length: 40 }, (_, i) => speech(i));
+const SILENCE = new Int16Array(FRAME_SAMPLES);
+
+interface Phone {
+  readonly line: MediaStreamPhone;
+  readonly offset: number;
+  started: number;
+  spoken: number;
+  lastSpeechAt: number | undefined;
+  waiting: boolean;
+  talking: boolean;
+  lastAgentFrameAt: number | undefined;
+}
+
+const phones: Phone[] = [];
+let gaps: number[] = [];
+let voiceToVoice: number[] = [];
+let agentFrames = 0;
+
+function dial(call: Dial): void {
+  const line = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } });
+  const phone: Phone = { line, offset: Math.floor(Math.random() * turnMs), started: 0, spoken: 0, lastSpeechAt: undefined, waiting: false, talking: false, lastAgentFrameAt: undefined };
+  line.on('audio', (frame) => {
+    const now = performance.now();
+    agentFrames++;
+    const previous = phone.lastAgentFrameAt;
+    phone.lastAgentFrameAt = now;
+    if (previous !== undefined && now - previous < 200) gaps.push(now - previous);
+    const startsUtterance = previous === undefined || now - previous >= 300;
+    if (phone.waiting && startsUtterance && levelDb(frame) > -40 && phone.lastSpeechAt !== undefined) {
+      voiceToVoice.push(now - phone.lastSpeechAt);
+      phone.waiting = false;
+    }
+  });
+  line.open().then(
+    () => {
+      phone.started = performance.now();
+      phones.push(phone);
+    },
+    () => {},
+  );
+}
+
+let tick = 0;
+const start = performance.now();
+function pump(): void {
+  tick++;
+  const now = performance.now();
+  for (const phone of phones) {
+    if (phone.line.closed) continue;
+    const position = (now - phone.started + phone.offset) % turnMs;
+    if (position < talkMs && now - phone.started > 1_500) {
+      const index = phone.spoken++ % SPEECH.length;
+      phone.line.speak(SPEECH[index]);
+      phone.talking = true;
+      if (index % 20 < 18) phone.lastSpeechAt = now;
+      phone.waiting = false;
+    } else {
+      phone.line.speak(SILENCE);
+      if (phone.talking) {
+        phone.talking = false;
+        phone.waiting = true;
+      }
+    }
+  }
+  const next = start + (tick + 1) * 20 - performance.now();
+  setTimeout(pump, Math.max(0, next));
+}
+pump();
+
+process.on('message', (message: { dial?: Dial; report?: boolean; hangUp?: boolean }) => {
+  if (message.dial) dial(message.dial);
+  if (message.report) {
+    process.send!({ gaps, voiceToVoice, agentFrames, connected: phones.filter((p) => !p.line.closed).length });
+    gaps = [];
+    voiceToVoice = [];
+    agentFrames = 0;
+  }
+  if (message.hangUp) {
+    for (const phone of phones.splice(0)) if (!phone.line.closed) phone.line.hangUp();
+    process.send!({ hungUp: true });
+  }
+});
+process.on('disconnect', () => process.exit(0));
