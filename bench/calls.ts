@@ -6,7 +6,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startPlatform } from '../api/platform.js';
 import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers.js';
-import { loadConfig } from '../runtime/config.js';
+import { loadConfig, type Config } from '../runtime/config.js';
 import { createLogger } from '../runtime/logger.js';
 
 /**
@@ -52,12 +52,12 @@ function ask<T>(child: ChildProcess, message: unknown, key: string): Promise<T> 
   });
 }
 
-export async function runCallsBench(options: { steps: number[]; seconds: number; noiseCancellation?: boolean }): Promise<CallsStep[]> {
+export async function runCallsBench(options: { steps: number[]; seconds: number; noiseCancellation?: boolean; config?: Partial<Config>; onStep?: (step: CallsStep) => void }): Promise<CallsStep[]> {
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-bench-calls-'));
   const phones = fork(fileURLToPath(new URL('./phones.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const carrier = createLoopbackCarrier((call: LoopbackDial) => phones.send({ dial: call }));
   const adminToken = 'bench-admin-token-0123456789';
-  const config = loadConfig(process.env, { port: 0, dataDir, logLevel: 'silent', adminToken, databasePoolSize: 20, rateLimits: { perIp: { capacity: 1e6, perMinute: 1e6 }, perConversation: { capacity: 1e6, perMinute: 1e6 } } });
+  const config = loadConfig(process.env, { port: 0, dataDir, logLevel: 'silent', adminToken, databasePoolSize: 20, rateLimits: { perIp: { capacity: 1e6, perMinute: 1e6 }, perConversation: { capacity: 1e6, perMinute: 1e6 } }, ...options.config });
   const platform = await startPlatform(config, createLogger('silent'), { carrier });
   const origin = platform.origin;
   const call = async (method: string, path: string, body?: unknown, token?: string) => {
@@ -115,7 +115,7 @@ export async function runCallsBench(options: { steps: number[]; seconds: number;
         addedLatencyP99Ms: percentile(added, 99),
         turns: report.voiceToVoice.length,
       });
-      console.error(formatStep(steps.at(-1)!));
+      options.onStep?.(steps.at(-1)!);
       if (steps.at(-1)!.jitterP99Ms > 100) break;
     }
     loop.disable();
@@ -148,6 +148,6 @@ export function formatCalls(steps: CallsStep[], noiseCancellation: boolean): str
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const [seconds = 10, ...steps] = process.argv.slice(2).map(Number);
   const noiseCancellation = process.env.NOISE_CANCELLATION === '1';
-  const result = await runCallsBench({ seconds, steps: steps.length ? steps : [50, 100, 200, 400, 800], noiseCancellation });
+  const result = await runCallsBench({ seconds, steps: steps.length ? steps : [50, 100, 200, 400, 800], noiseCancellation, onStep: (step) => console.error(formatStep(step)) });
   console.log(formatCalls(result, noiseCancellation));
 }

@@ -1,0 +1,40 @@
+/**
+ * Every benchmark, run for a moment at tiny sizes, so the benchmark code cannot rot: the call
+ * listing (seed, filters, search, cursor), concurrent calls (phones process, loopback carrier,
+ * measurements), REST and extraction (as the scripts `npm run bench` runs).
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import t from 'tap';
+import { formatCalls, runCallsBench } from '../bench/calls.js';
+import { formatListing, runListingBench } from '../bench/listing.js';
+import { freshDatabase } from './helpers/database.js';
+
+const run = promisify(execFile);
+
+t.test('listing benchmark', async (t) => {
+  const result = await runListingBench({ calls: 3_000, users: 10, requests: 2, config: { databaseUrl: await freshDatabase() } });
+  t.equal(result.seeded, 3_000);
+  t.equal(result.cases.length, 11);
+  t.equal(result.cases[0]!.total, 300, 'the bench user has calls/users of them');
+  t.ok(result.cases.every((c) => c.p50 > 0 && c.p99 >= c.p50));
+  t.ok(result.cases.find((c) => c.name === 'search=refund')!.total > 0, 'search finds transcripts');
+  t.match(formatListing(result), /\| page 1 \| [\d.]+ \| [\d.]+ \| 300 \|/);
+});
+
+t.test('calls benchmark', async (t) => {
+  const steps = await runCallsBench({ steps: [4], seconds: 2, config: { databaseUrl: await freshDatabase() } });
+  t.equal(steps.length, 1);
+  t.equal(steps[0]!.calls, 4);
+  t.ok(steps[0]!.cpuPerCallPercent > 0, 'server CPU measured');
+  t.ok(steps[0]!.loopLagP99Ms > 0, 'event-loop lag measured');
+  t.match(formatCalls(steps, false), /\| 4 \| [\d.]+ \|/);
+});
+
+t.test('REST and extraction benchmark scripts', async (t) => {
+  const env = { ...process.env, DATABASE_URL: await freshDatabase(), LOG_LEVEL: 'silent' };
+  const rest = await run(process.execPath, ['--import', 'tsx', 'bench/rest.ts', '1'], { env, timeout: 60_000 });
+  t.match(rest.stdout, /\| GET \/health \| \d+ \|/);
+  const extract = await run(process.execPath, ['--import', 'tsx', 'bench/extract.ts', '2', '1'], { env, timeout: 60_000 });
+  t.match(extract.stdout, /pages\/s/);
+});
