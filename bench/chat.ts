@@ -1,9 +1,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
-import WebSocket from 'ws';
+import { fork } from 'node:child_process';
 import { startPlatform } from '../api/platform.js';
 import { loadConfig, type Config } from '../runtime/config.js';
 import { createLogger } from '../runtime/logger.js';
@@ -11,8 +11,8 @@ import { createLogger } from '../runtime/logger.js';
 /**
  * Text chat: messages per second through `POST /api/conversations/{uuid}/messages` with the dev
  * model, persistence and billing on (each message is stored, charged to the owner's ledger and
- * answered), spread over many conversations; then `sockets` idle widget sockets and the memory
- * each costs (server and clients share this process, so the figure is an upper bound).
+ * answered), spread over many conversations; then `sockets` idle widget sockets (their clients in
+ * another process) and the server memory each costs.
  * Usage: `npm run bench:chat [-- seconds sockets]` (default 10 s, 10,000 sockets).
  */
 
@@ -35,7 +35,6 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
     const response = await fetch(`${origin}/api${path}`, { method, headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
     return (await response.json()) as any;
   };
-  const opened: WebSocket[] = [];
   try {
     const user = await call('POST', '/auth/register', { name: 'Bench', email: `bench-${Date.now()}@example.com`, password: 'bench password' });
     await call('POST', `/admin/users/${user.user.id}/balance`, { amount: 1_000_000, reason: 'bench' }, adminToken);
@@ -43,6 +42,15 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
     const read = await call('GET', `/user/assistant/${assistant.data.id}`, undefined, user.token);
     const conversations: string[] = [];
     for (let i = 0; i < 100; i++) conversations.push((await call('POST', '/conversations', { assistant_id: read.data.uuid, type: 'widget' })).conversation_id);
+    const clients = fork(fileURLToPath(new URL('./sockets.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const before = process.memoryUsage().rss;
+    const url = origin.replace(/^http/, 'ws');
+    const opened = await new Promise<number>((resolve) => {
+      clients.once('message', (reply: { opened: number }) => resolve(reply.opened));
+      clients.send({ open: { urls: conversations.map((id) => `${url}/ws/conversations/${id}`), count: options.sockets } });
+    });
+    const after = process.memoryUsage().rss;
+    clients.disconnect();
     let next = 0;
     const result = await autocannon({
       url: origin,
@@ -57,29 +65,15 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
         },
       ],
     });
-    global.gc?.();
-    const before = process.memoryUsage().rss;
-    const url = origin.replace(/^http/, 'ws');
-    for (let i = 0; i < options.sockets; i++) {
-      const socket = new WebSocket(`${url}/ws/conversations/${conversations[i % conversations.length]}`);
-      opened.push(socket);
-      await new Promise<void>((resolve, reject) => {
-        socket.once('open', () => resolve());
-        socket.once('error', reject);
-      });
-    }
-    global.gc?.();
-    const after = process.memoryUsage().rss;
     return {
       messagesPerSecond: result.requests.average,
       p50: result.latency.p50,
       p99: result.latency.p99,
       errors: result.non2xx + result.errors,
-      sockets: opened.length,
-      kbPerSocket: opened.length ? (after - before) / 1024 / opened.length : 0,
+      sockets: opened,
+      kbPerSocket: opened ? (after - before) / 1024 / opened : 0,
     };
   } finally {
-    for (const socket of opened) socket.terminate();
     await platform.close();
     await rm(dataDir, { recursive: true, force: true });
   }
@@ -89,7 +83,7 @@ export function formatChat(result: ChatResult): string {
   return [
     'Text chat (dev model, persistence and billing on, 100 conversations, 50 connections)',
     '',
-    '| messages/s | p50 ms | p99 ms | errors | idle widget sockets | KB per socket (server + client, upper bound) |',
+    '| messages/s | p50 ms | p99 ms | errors | idle widget sockets | server KB per socket |',
     '|---|---|---|---|---|---|',
     `| ${Math.round(result.messagesPerSecond)} | ${result.p50} | ${result.p99} | ${result.errors} | ${result.sockets} | ${result.kbPerSocket.toFixed(1)} |`,
   ].join('\n');

@@ -1,5 +1,5 @@
-import { MediaStreamPhone } from '../runtime/calls/loopback.js';
-import { FRAME_SAMPLES, SAMPLE_RATE, levelDb } from '../runtime/calls/voice/audio.js';
+import { MediaStreamPhone, callerSpeechFrame } from '../runtime/calls/loopback.js';
+import { FRAME_SAMPLES, levelDb } from '../runtime/calls/voice/audio.js';
 
 /**
  * The far end of the calls benchmark, in its own process so its work does not count as the
@@ -22,17 +22,7 @@ interface Dial {
 const talkMs = Number(process.env.TALK_MS ?? 1_200);
 const turnMs = Number(process.env.TURN_MS ?? 4_000);
 
-function speech(index: number): Int16Array {
-  const frame = new Int16Array(FRAME_SAMPLES);
-  if (index % 20 >= 18) return frame;
-  for (let i = 0; i < FRAME_SAMPLES; i++) {
-    const t = (index * FRAME_SAMPLES + i) / SAMPLE_RATE;
-    const phase = 2 * Math.PI * (170 * t - (40 / (2 * Math.PI * 0.7)) * Math.cos(2 * Math.PI * 0.7 * t));
-    frame[i] = Math.round((Math.sin(phase) + 0.5 * Math.sin(2 * phase)) * 4_500 * (0.45 + 0.55 * Math.abs(Math.sin(Math.PI * 4 * t))));
-  }
-  return frame;
-}
-const SPEECH = Array.from({ length: 40 }, (_, i) => speech(i));
+const SPEECH = Array.from({ length: 40 }, (_, i) => callerSpeechFrame(i));
 const SILENCE = new Int16Array(FRAME_SAMPLES);
 
 interface Phone {
@@ -75,13 +65,16 @@ function dial(call: Dial): void {
   );
 }
 
+/** Phones send in four groups, 5 ms apart, as independent callers would, not in one burst. */
+const SLOTS = 4;
 let tick = 0;
 const start = performance.now();
 function pump(): void {
   tick++;
   const now = performance.now();
-  for (const phone of phones) {
-    if (phone.line.closed) continue;
+  const slot = tick % SLOTS;
+  for (const [i, phone] of phones.entries()) {
+    if (phone.line.closed || i % SLOTS !== slot) continue;
     const position = (now - phone.started + phone.offset) % turnMs;
     if (position < talkMs && now - phone.started > 1_500) {
       const index = phone.spoken++ % SPEECH.length;
@@ -97,7 +90,7 @@ function pump(): void {
       }
     }
   }
-  const next = start + (tick + 1) * 20 - performance.now();
+  const next = start + (tick + 1) * (20 / SLOTS) - performance.now();
   setTimeout(pump, Math.max(0, next));
 }
 pump();

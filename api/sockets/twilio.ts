@@ -22,6 +22,24 @@ interface SocketData {
   stopped: boolean;
 }
 
+const MEDIA_MARKER = Buffer.from('"event":"media"');
+const PAYLOAD_MARKER = Buffer.from('"payload":"');
+const INBOUND_TRACK = Buffer.from('"track":"outbound"');
+
+/**
+ * The base64 payload of a `media` message, found without parsing the JSON (it is 50 of every
+ * second per call); undefined for any other message, or an outbound-track echo.
+ */
+export function mediaPayload(raw: Buffer): Buffer | undefined {
+  if (raw.indexOf(MEDIA_MARKER) === -1 || raw.indexOf(INBOUND_TRACK) !== -1) return undefined;
+  const start = raw.indexOf(PAYLOAD_MARKER);
+  if (start === -1) return undefined;
+  const from = start + PAYLOAD_MARKER.length;
+  const end = raw.indexOf(0x22, from);
+  if (end === -1) return undefined;
+  return Buffer.from(raw.toString('latin1', from, end), 'base64');
+}
+
 interface TwilioMessage {
   event?: string;
   streamSid?: string;
@@ -51,9 +69,17 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
     message(ws, raw, isBinary) {
       const data = ws.getUserData();
       if (isBinary || data.closed) return;
+      const bytes = Buffer.from(raw);
+      if (data.assembler) {
+        const payload = mediaPayload(bytes);
+        if (payload) {
+          data.assembler.push(data.upsampler.process(mulawDecode(payload)));
+          return;
+        }
+      }
       let message: TwilioMessage;
       try {
-        message = JSON.parse(Buffer.from(raw).toString('utf8')) as TwilioMessage;
+        message = JSON.parse(bytes.toString('utf8')) as TwilioMessage;
       } catch {
         return;
       }
@@ -71,10 +97,11 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
           data.session = session;
           data.streamSid = message.start?.streamSid ?? message.streamSid ?? '';
           const downsampler = new Downsampler();
+          const mediaPrefix = `{"event":"media","streamSid":${JSON.stringify(data.streamSid)},"media":{"payload":"`;
           const transport: CallTransport = {
             sendAudio(frame) {
               if (data.closed || ws.getBufferedAmount() > MAX_BUFFERED_BYTES) return;
-              ws.send(JSON.stringify({ event: 'media', streamSid: data.streamSid, media: { payload: mulawEncode(downsampler.process(frame)).toString('base64') } }));
+              ws.send(`${mediaPrefix}${mulawEncode(downsampler.process(frame)).toString('base64')}"}}`);
             },
             sendMark(name) {
               if (!data.closed) ws.send(JSON.stringify({ event: 'mark', streamSid: data.streamSid, mark: { name } }));

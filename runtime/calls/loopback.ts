@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import { Downsampler, FRAME_SAMPLES, Upsampler, mulawDecode, mulawEncode } from './voice/audio.js';
+import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawDecode, mulawEncode } from './voice/audio.js';
 
 /**
  * A phone on the client side of the Twilio media-stream protocol: it sends `connected`, `start`
@@ -103,18 +103,43 @@ export class MediaStreamPhone extends EventEmitter<PhoneEvents> {
 
   /** Resolves after the server has handled everything sent before it (WebSocket ping/pong). */
   sync(): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.socket.readyState !== WebSocket.OPEN) return resolve();
-      const done = () => {
-        this.socket.off('pong', done);
-        this.socket.off('close', done);
-        resolve();
-      };
-      this.socket.on('pong', done);
-      this.socket.on('close', done);
-      this.socket.ping();
-    });
+    return pingPong(this.socket);
   }
+}
+
+/**
+ * Resolves once the peer answered a ping: everything sent before it has been handled there, and
+ * everything it sent before the pong has arrived here (a socket keeps its order).
+ */
+export function pingPong(socket: WebSocket): Promise<void> {
+  return new Promise((resolve) => {
+    if (socket.readyState !== WebSocket.OPEN) return resolve();
+    const done = () => {
+      socket.off('pong', done);
+      socket.off('close', done);
+      resolve();
+    };
+    socket.on('pong', done);
+    socket.on('close', done);
+    socket.ping();
+  });
+}
+
+/**
+ * A simulated caller's speech, frame `index` of it: a voiced sound about -20 dBFS with a gliding
+ * pitch, a syllable rhythm and a 40 ms pause every 400 ms, so it is not stationary (a noise
+ * suppressor keeps it, as it keeps real speech). Benchmarks and tests speak with it.
+ */
+export function callerSpeechFrame(index: number): Int16Array {
+  const frame = new Int16Array(FRAME_SAMPLES);
+  if (index % 20 >= 18) return frame;
+  for (let i = 0; i < FRAME_SAMPLES; i++) {
+    const t = (index * FRAME_SAMPLES + i) / SAMPLE_RATE;
+    const phase = 2 * Math.PI * (170 * t - (40 / (2 * Math.PI * 0.7)) * Math.cos(2 * Math.PI * 0.7 * t));
+    const envelope = 0.45 + 0.55 * Math.abs(Math.sin(Math.PI * 4 * t));
+    frame[i] = Math.round((Math.sin(phase) + 0.5 * Math.sin(2 * phase) + 0.25 * Math.sin(3 * phase)) * 4_500 * envelope);
+  }
+  return frame;
 }
 
 /** The default loopback phone: answers, stays silent (paced in real time) and listens until the call ends. */

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import type { ManualClock } from '../../runtime/clock.js';
-import { FRAME_SAMPLES, SAMPLE_RATE, bytesToSamples, levelDb, samplesToBytes } from '../../runtime/calls/voice/audio.js';
-import { MediaStreamPhone, type PhoneEvents } from '../../runtime/calls/loopback.js';
+import { FRAME_SAMPLES, bytesToSamples, levelDb, samplesToBytes } from '../../runtime/calls/voice/audio.js';
+import { MediaStreamPhone, callerSpeechFrame, pingPong, type PhoneEvents } from '../../runtime/calls/loopback.js';
 
 /** What the simulated caller needs of a connection: the Twilio media stream or a web call socket. */
 export interface PhoneLine extends EventEmitter<PhoneEvents> {
@@ -65,17 +65,7 @@ export class WebCallLine extends EventEmitter<PhoneEvents> implements PhoneLine 
   }
 
   sync(): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.socket.readyState !== WebSocket.OPEN) return resolve();
-      const done = () => {
-        this.socket.off('pong', done);
-        this.socket.off('close', done);
-        resolve();
-      };
-      this.socket.on('pong', done);
-      this.socket.on('close', done);
-      this.socket.ping();
-    });
+    return pingPong(this.socket);
   }
 }
 
@@ -95,22 +85,8 @@ export interface Heard {
   clears: number;
 }
 
-/**
- * Caller "speech": a voiced sound about -20 dBFS with a gliding pitch, a syllable rhythm and a
- * 40 ms pause every 400 ms, so it is not stationary (a noise suppressor keeps it, as it keeps
- * real speech).
- */
-export function speechFrame(index: number): Int16Array {
-  const frame = new Int16Array(FRAME_SAMPLES);
-  if (index % 20 >= 18) return frame;
-  for (let i = 0; i < FRAME_SAMPLES; i++) {
-    const t = (index * FRAME_SAMPLES + i) / SAMPLE_RATE;
-    const phase = 2 * Math.PI * (170 * t - (40 / (2 * Math.PI * 0.7)) * Math.cos(2 * Math.PI * 0.7 * t));
-    const envelope = 0.45 + 0.55 * Math.abs(Math.sin(Math.PI * 4 * t));
-    frame[i] = Math.round((Math.sin(phase) + 0.5 * Math.sin(2 * phase) + 0.25 * Math.sin(3 * phase)) * 4_500 * envelope);
-  }
-  return frame;
-}
+/** Caller speech (see `callerSpeechFrame`). */
+export const speechFrame = callerSpeechFrame;
 
 export class SimulatedPhone {
   readonly heard: Heard = { speechFrames: 0, frames: 0, marks: [], clears: 0 };

@@ -110,34 +110,28 @@ export const callMachine = setup({
   id: 'call',
   context: ({ input }) => ({ ...input, callerSpoke: false, reengaged: false, greetingOwed: false, request: undefined, ending: 'ended', failure: undefined }),
   initial: 'initiated',
+  // Before the answer (in-progress handles its own hang-ups and losses).
   on: {
     FAIL: { target: '.failed', actions: assign({ failure: ({ event }) => event.reason }) },
+    CARRIER_FAILED: [
+      { guard: ({ event }) => event.status === 'busy', target: '.busy' },
+      { guard: ({ event }) => event.status === 'no-answer', target: '.no-answer' },
+      { target: '.failed', actions: assign({ failure: ({ event }) => event.reason ?? 'The carrier could not place the call' }) },
+    ],
+    CALLER_HUNG_UP: '.no-answer',
+    CONNECTION_LOST: { target: '.failed', actions: assign({ failure: 'The call connection was lost before it was answered' }) },
   },
   states: {
     initiated: {
       on: {
         RINGING: 'ringing',
         ANSWERED: 'in-progress',
-        CARRIER_FAILED: [
-          { guard: ({ event }) => event.status === 'busy', target: 'busy' },
-          { guard: ({ event }) => event.status === 'no-answer', target: 'no-answer' },
-          { target: 'failed', actions: assign({ failure: ({ event }) => event.reason ?? 'The carrier could not place the call' }) },
-        ],
-        CALLER_HUNG_UP: 'no-answer',
-        CONNECTION_LOST: { target: 'failed', actions: assign({ failure: 'The call connection was lost before it was answered' }) },
       },
     },
     ringing: {
       after: { ringing: 'no-answer' },
       on: {
         ANSWERED: 'in-progress',
-        CARRIER_FAILED: [
-          { guard: ({ event }) => event.status === 'busy', target: 'busy' },
-          { guard: ({ event }) => event.status === 'no-answer', target: 'no-answer' },
-          { target: 'failed', actions: assign({ failure: ({ event }) => event.reason ?? 'The carrier could not place the call' }) },
-        ],
-        CALLER_HUNG_UP: 'no-answer',
-        CONNECTION_LOST: { target: 'failed', actions: assign({ failure: 'The call connection was lost before it was answered' }) },
       },
     },
     'in-progress': {
