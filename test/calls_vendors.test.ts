@@ -109,3 +109,29 @@ t.test('dualplex with OpenAI Realtime (text) and OpenAI TTS', async (t) => {
   ]);
   t.equal(call.transcript, 'assistant: Hello, this is Bot.\nuser: What is the weather?\nassistant: It is sunny today.');
 });
+
+t.test('multimodal: when the realtime model fails a tool round, chat_llm_fallback_id takes it', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const chat = await startFakeOpenAi(t);
+  const s = await voiceSetup(
+    t,
+    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, chat_llm_fallback_id: 1, knowledgebase_mode: 'function_call', tools: [{ type: 'end_call' }] },
+    { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
+  );
+  fake.utterances.push('Please end the call.');
+  fake.realtimeReplies.push({ fail: true }, { text: 'Goodbye!' });
+  chat.scriptChat({ toolCalls: [{ name: 'end_call', arguments: {} }] });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => phone.closed, 10_000, 'the end of the call');
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'ended_by_assistant');
+  const asked = chat.requests.find((r) => r.path.includes('chat'))!.body;
+  t.same(asked.tools.map((tool: { function: { name: string } }) => tool.function.name), ['end_call']);
+  t.match(asked.messages.at(-1), { role: 'user', content: 'Please end the call.' });
+  const told = fake.realtimeEvents.find((e) => e.type === 'conversation.item.create' && e.item.type === 'message' && e.item.role === 'user');
+  t.match(told?.item.content[0].text, /^\[The end_call tool returned: \{"ok":true/);
+  t.match(call.transcript, /user: Please end the call\.\nassistant: Goodbye!$/);
+});

@@ -215,6 +215,7 @@ export function createVoiceService(deps: VoiceDeps) {
       voiceSettings: { speed: assistant.speech_speed, stability: assistant.voice_stability, similarity: assistant.voice_similarity, emotion: assistant.tts_emotion_enabled },
       llm: textModel,
       fallback: mode === 'pipeline' ? await model(assistant.chat_llm_fallback_id) : undefined,
+      toolFallback: mode === 'pipeline' ? undefined : await model(assistant.chat_llm_fallback_id),
       stt: mode === 'pipeline' ? deps.speech.stt(sttCode) : undefined,
       tts: mode === 'multimodal' ? undefined : deps.speech.tts(ttsCode),
       realtime:

@@ -22,7 +22,7 @@ export interface FakeSpeech {
   readonly httpUrl: string;
   readonly wsUrl: string;
   readonly utterances: string[];
-  readonly realtimeReplies: Array<{ text?: string; functionCall?: { name: string; arguments: Record<string, unknown> } }>;
+  readonly realtimeReplies: Array<{ text?: string; functionCall?: { name: string; arguments: Record<string, unknown> }; fail?: boolean }>;
   readonly ttsRequests: Array<{ vendor: 'elevenlabs' | 'openai'; path: string; headers: IncomingMessage['headers']; body: any }>;
   readonly deepgramQueries: URLSearchParams[];
   readonly deepgramControl: string[];
@@ -143,6 +143,7 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
           send({ type: 'response.created', response: { id, status: 'in_progress' } });
           const instructions: string = event.response?.instructions ?? '';
           const reply = instructions.startsWith(SAY_EXACTLY) ? { text: instructions.slice(SAY_EXACTLY.length).replace(/^"|"$/g, '') } : fake.realtimeReplies.shift() ?? { text: 'Fake realtime answer.' };
+          if ('fail' in reply && reply.fail) return send({ type: 'response.done', response: { id, status: 'failed', status_details: { type: 'failed', error: { type: 'server_error', message: 'injected' } } } });
           if (reply.functionCall) {
             send({ type: 'response.function_call_arguments.done', response_id: id, item_id: itemId, call_id: `call_${items}`, name: reply.functionCall.name, arguments: JSON.stringify(reply.functionCall.arguments) });
             return send({ type: 'response.done', response: { id, status: 'completed' } });

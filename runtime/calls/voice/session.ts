@@ -71,6 +71,8 @@ export interface CallSpec {
   readonly voiceSettings: { speed: number; stability: number; similarity: number; emotion: boolean };
   readonly llm: ModelChoice;
   readonly fallback: ModelChoice | undefined;
+  /** Multimodal and dualplex: `chat_llm_fallback_id`, which handles tool calls when the realtime model's function calling fails or times out. */
+  readonly toolFallback: ModelChoice | undefined;
   readonly stt: SttProvider | undefined;
   readonly tts: TtsProvider | undefined;
   readonly realtime: { provider: RealtimeProvider; model: string; voice: string; threshold: number | null } | undefined;
@@ -122,6 +124,8 @@ const FILLER_DELAY_MS = 800;
 const FINAL_TRANSCRIPT_WAIT_MS = 1_500;
 const DTMF_WAIT_MS = 1_500;
 const MACHINE_GREETING_MS = 3_500;
+/** A realtime response that has not finished by then is taken to have failed. */
+const REALTIME_RESPONSE_TIMEOUT_MS = 10_000;
 
 /** Cuts streamed text into sentences to speak as soon as each one is complete. */
 export class SentenceChunker {
@@ -711,9 +715,37 @@ export class CallSession {
       let spokenText = '';
       let chunker = new SentenceChunker();
       let pendingCalls: { callId: string; name: string; arguments: string }[] = [];
+      let timer: unknown;
+      const ask = (text?: string) => {
+        if (timer !== undefined) this.clock.clearTimeout(timer);
+        timer = this.clock.setTimeout(() => {
+          timer = undefined;
+          session.cancelResponse();
+          failed('The realtime model did not answer in time');
+        }, REALTIME_RESPONSE_TIMEOUT_MS);
+        session.createResponse(text);
+      };
       const done = () => {
+        if (timer !== undefined) this.clock.clearTimeout(timer);
         this.realtimeListener = undefined;
         resolve();
+      };
+      /** The realtime model's answer or its function calling failed: the text model takes the tool round. */
+      const failed = (reason: string) => {
+        const fallback = this.spec.toolFallback;
+        if (!fallback || rounds >= MAX_TOOL_ROUNDS || signal.aborted) {
+          if (timer !== undefined) this.clock.clearTimeout(timer);
+          return reject(new Error(reason));
+        }
+        rounds++;
+        this.logger.warn({ callId: this.spec.callId, reason }, 'realtime function calling failed; the text model takes over');
+        void this.toolRoundWithTextModel(fallback, effects, started).then((said) => {
+          if (signal.aborted) return;
+          if (said.results.length > 0) {
+            for (const result of said.results) session.addMessage('user', `[The ${result.name} tool returned: ${JSON.stringify(result.output)}]`);
+            ask();
+          } else ask(`${SAY_EXACTLY}"${said.text.replace(/"/g, "'")}"`);
+        }, reject);
       };
       signal.addEventListener('abort', done, { once: true });
       this.realtimeListener = (event) => {
@@ -748,9 +780,15 @@ export class CallSession {
             pendingCalls.push({ callId: event.callId, name: event.name, arguments: event.arguments });
             return;
           case 'response_done': {
+            if (timer !== undefined) this.clock.clearTimeout(timer);
+            timer = undefined;
             if (segment) this.playout?.finish(segment);
             for (const sentence of chunker.flush()) speaking = speaking.then(() => this.speakSegment(sentence, signal, started));
-            if (event.status === 'failed') return reject(new Error('The realtime model could not answer'));
+            const unreadable = pendingCalls.some((call) => !isJsonObject(call.arguments));
+            if (event.status === 'failed' || unreadable) {
+              pendingCalls = [];
+              return failed(unreadable ? 'The realtime model wrote unreadable function arguments' : 'The realtime model could not answer');
+            }
             if (pendingCalls.length === 0 || rounds >= MAX_TOOL_ROUNDS) return done();
             rounds++;
             const calls = pendingCalls;
@@ -760,17 +798,26 @@ export class CallSession {
                 const output = await this.runCall({ id: call.callId, name: call.name, arguments: call.arguments }, effects, '', started);
                 session.sendFunctionResult(call.callId, output);
               }
-              if (!signal.aborted) session.createResponse();
+              if (!signal.aborted) ask();
             })().catch(reject);
             return;
           }
           default:
         }
       };
-      session.createResponse(instructions);
+      ask(instructions);
     });
     await speaking;
     return outcomeOf(effects);
+  }
+
+  /** One text-model round over the transcript so far, with the tools; runs what it calls. */
+  private async toolRoundWithTextModel(model: ModelChoice, effects: BuiltinEffect[], started: () => void): Promise<{ text: string; results: Array<{ name: string; output: unknown }> }> {
+    const messages: ChatMessage[] = [{ role: 'system', content: this.spec.systemPrompt }, ...this.transcript.filter((e) => e.text).map((e): ChatMessage => ({ role: e.role, content: e.text }))];
+    const round = await streamRound({ llm: model, fallback: undefined, messages, functions: this.spec.functions, temperature: this.spec.temperature, onDelta: () => {} }, this.logger, { callId: this.spec.callId });
+    const results = [];
+    for (const call of round.calls) results.push({ name: call.name, output: await this.runCall(call, effects, '', started) });
+    return { text: round.text, results };
   }
 
   // ---------------------------------------------------------------- status
@@ -844,6 +891,15 @@ export class CallSession {
 
   get agentState(): string {
     return this.agent;
+  }
+}
+
+function isJsonObject(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text || '{}');
+    return typeof value === 'object' && value !== null && !Array.isArray(value);
+  } catch {
+    return false;
   }
 }
 
