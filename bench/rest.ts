@@ -14,10 +14,12 @@ import { startBaseline } from './baseline/server.js';
  * Operations: `GET /user/assistants/languages`, `GET /user/assistant/{id}`, and `POST /user/tools`
  * followed by `DELETE /user/tools/{id}` (one user per connection, so the plan-limit lock of one
  * user does not serialise them). autocannon runs in this process for both servers alike.
- * Usage: `npm run bench:rest [-- seconds]` (default 5 s per operation and server, 40 connections).
+ * Usage: `npm run bench:rest [-- seconds [warm-up seconds]]` (default 5 s per operation and server
+ * after 1 s of warm-up each, 40 connections).
  */
 
 const seconds = Number(process.argv[2] ?? 5);
+const warmup = Number(process.argv[3] ?? 1);
 const connections = 40;
 const dataDir = await mkdtemp(join(tmpdir(), 'ap-bench-'));
 const config = loadConfig(process.env, { port: 0, dataDir, logLevel: 'silent', databasePoolSize: 20 });
@@ -78,8 +80,10 @@ console.log('| operation | server | req/s | p50 ms | p99 ms | non-2xx | ratio |'
 console.log('|---|---|---|---|---|---|---|');
 for (const c of cases) {
   // Both servers warm up (JIT, pool connections) before either is measured.
-  await autocannon({ ...c.options(platform.origin), connections, duration: 1 });
-  await autocannon({ ...c.options(baseline.origin), connections, duration: 1 });
+  if (warmup > 0) {
+    await autocannon({ ...c.options(platform.origin), connections, duration: warmup });
+    await autocannon({ ...c.options(baseline.origin), connections, duration: warmup });
+  }
   const ours = await autocannon({ ...c.options(platform.origin), connections, duration: seconds });
   const theirs = await autocannon({ ...c.options(baseline.origin), connections, duration: seconds });
   const ratio = ours.requests.average / Math.max(1, theirs.requests.average);
