@@ -1,5 +1,5 @@
 import { MediaStreamPhone, callerSpeechFrame } from '../runtime/calls/loopback.js';
-import { FRAME_SAMPLES, levelDb } from '../runtime/calls/voice/audio.js';
+import { Downsampler, FRAME_SAMPLES, mulawDecode, mulawEncode } from '../runtime/calls/voice/audio.js';
 
 /**
  * The far end of the calls benchmark, in its own process so its work does not count as the
@@ -22,8 +22,18 @@ interface Dial {
 const talkMs = Number(process.env.TALK_MS ?? 1_200);
 const turnMs = Number(process.env.TURN_MS ?? 4_000);
 
-const SPEECH = Array.from({ length: 40 }, (_, i) => callerSpeechFrame(i));
-const SILENCE = new Int16Array(FRAME_SAMPLES);
+// The caller's audio is encoded once; every phone sends the same payloads.
+const downsampler = new Downsampler();
+const encode = (frame: Int16Array) => mulawEncode(downsampler.process(frame)).toString('base64');
+const SPEECH = Array.from({ length: 40 }, (_, i) => encode(callerSpeechFrame(i)));
+const SILENCE = encode(new Int16Array(FRAME_SAMPLES));
+/** Mean square of each mu-law byte, so a frame's level needs no decoding. */
+const SQUARES = Float64Array.from(mulawDecode(Uint8Array.from({ length: 256 }, (_, i) => i)), (v) => v * v);
+function payloadDb(payload: Buffer): number {
+  let sum = 0;
+  for (const byte of payload) sum += SQUARES[byte]!;
+  return sum === 0 ? -100 : 10 * Math.log10(sum / payload.length / (32_768 * 32_768));
+}
 
 interface Phone {
   readonly line: MediaStreamPhone;
@@ -42,16 +52,16 @@ let voiceToVoice: number[] = [];
 let agentFrames = 0;
 
 function dial(call: Dial): void {
-  const line = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } });
+  const line = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } }, { decode: false });
   const phone: Phone = { line, offset: Math.floor(Math.random() * turnMs), started: 0, spoken: 0, lastSpeechAt: undefined, waiting: false, talking: false, lastAgentFrameAt: undefined };
-  line.on('audio', (frame) => {
+  line.on('payload', (payload) => {
     const now = performance.now();
     agentFrames++;
     const previous = phone.lastAgentFrameAt;
     phone.lastAgentFrameAt = now;
     if (previous !== undefined && now - previous < 200) gaps.push(now - previous);
     const startsUtterance = previous === undefined || now - previous >= 300;
-    if (phone.waiting && startsUtterance && levelDb(frame) > -40 && phone.lastSpeechAt !== undefined) {
+    if (phone.waiting && startsUtterance && payloadDb(payload) > -40 && phone.lastSpeechAt !== undefined) {
       voiceToVoice.push(now - phone.lastSpeechAt);
       phone.waiting = false;
     }
@@ -78,12 +88,12 @@ function pump(): void {
     const position = (now - phone.started + phone.offset) % turnMs;
     if (position < talkMs && now - phone.started > 1_500) {
       const index = phone.spoken++ % SPEECH.length;
-      phone.line.speak(SPEECH[index]);
+      phone.line.speakEncoded(SPEECH[index]!);
       phone.talking = true;
       if (index % 20 < 18) phone.lastSpeechAt = now;
       phone.waiting = false;
     } else {
-      phone.line.speak(SILENCE);
+      phone.line.speakEncoded(SILENCE);
       if (phone.talking) {
         phone.talking = false;
         phone.waiting = true;

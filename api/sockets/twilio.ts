@@ -1,5 +1,6 @@
 import type uWS from 'uWebSockets.js';
 import type { VoiceService } from '../../runtime/calls/live.js';
+import { mediaPayload, mediaPrefix } from '../../runtime/calls/mediaStream.js';
 import { Downsampler, Upsampler, mulawDecode, mulawEncode } from '../../runtime/calls/voice/audio.js';
 import type { CallSession, CallTransport } from '../../runtime/calls/voice/session.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -20,24 +21,6 @@ interface SocketData {
   upsampler: Upsampler;
   closed: boolean;
   stopped: boolean;
-}
-
-const MEDIA_MARKER = Buffer.from('"event":"media"');
-const PAYLOAD_MARKER = Buffer.from('"payload":"');
-const INBOUND_TRACK = Buffer.from('"track":"outbound"');
-
-/**
- * The base64 payload of a `media` message, found without parsing the JSON (it is 50 of every
- * second per call); undefined for any other message, or an outbound-track echo.
- */
-export function mediaPayload(raw: Buffer): Buffer | undefined {
-  if (raw.indexOf(MEDIA_MARKER) === -1 || raw.indexOf(INBOUND_TRACK) !== -1) return undefined;
-  const start = raw.indexOf(PAYLOAD_MARKER);
-  if (start === -1) return undefined;
-  const from = start + PAYLOAD_MARKER.length;
-  const end = raw.indexOf(0x22, from);
-  if (end === -1) return undefined;
-  return Buffer.from(raw.toString('latin1', from, end), 'base64');
 }
 
 interface TwilioMessage {
@@ -97,11 +80,11 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
           data.session = session;
           data.streamSid = message.start?.streamSid ?? message.streamSid ?? '';
           const downsampler = new Downsampler();
-          const mediaPrefix = `{"event":"media","streamSid":${JSON.stringify(data.streamSid)},"media":{"payload":"`;
+          const prefix = mediaPrefix(data.streamSid);
           const transport: CallTransport = {
             sendAudio(frame) {
               if (data.closed || ws.getBufferedAmount() > MAX_BUFFERED_BYTES) return;
-              ws.send(`${mediaPrefix}${mulawEncode(downsampler.process(frame)).toString('base64')}"}}`);
+              ws.send(`${prefix}${mulawEncode(downsampler.process(frame)).toString('base64')}"}}`);
             },
             sendMark(name) {
               if (!data.closed) ws.send(JSON.stringify({ event: 'mark', streamSid: data.streamSid, mark: { name } }));

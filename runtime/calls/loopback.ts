@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
+import { mediaPayload, mediaPrefix } from './mediaStream.js';
 import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawDecode, mulawEncode } from './voice/audio.js';
 
 /**
@@ -15,6 +16,8 @@ export interface PhoneEvents {
   mark: [string];
   clear: [];
   close: [number];
+  /** The agent's audio as received (8 kHz mu-law), when the phone does not decode it. */
+  payload: [Buffer];
 }
 
 let sequence = 0;
@@ -31,11 +34,22 @@ export class MediaStreamPhone extends EventEmitter<PhoneEvents> {
   echoMarks = true;
   closed = false;
 
-  constructor(url: string, private readonly start: { callSid: string; customParameters: Record<string, string> }) {
+  private readonly prefix: string;
+
+  /** @param options.decode emit `audio` (16 kHz PCM16); false emits `payload` (mu-law) and saves the work. */
+  constructor(url: string, private readonly start: { callSid: string; customParameters: Record<string, string> }, options: { decode?: boolean } = {}) {
     super();
+    const decode = options.decode ?? true;
+    this.prefix = mediaPrefix(this.streamSid);
     this.socket = new WebSocket(url);
     this.socket.on('message', (data, isBinary) => {
       if (isBinary) return;
+      const payload = mediaPayload(data as Buffer);
+      if (payload) {
+        if (decode) this.emit('audio', this.up.process(mulawDecode(payload)));
+        else this.emit('payload', payload);
+        return;
+      }
       let message: { event?: string; media?: { payload?: string }; mark?: { name?: string } };
       try {
         message = JSON.parse(data.toString());
@@ -88,6 +102,13 @@ export class MediaStreamPhone extends EventEmitter<PhoneEvents> {
   speak(frame: Int16Array = new Int16Array(FRAME_SAMPLES)): void {
     const payload = mulawEncode(this.down.process(frame)).toString('base64');
     this.send({ event: 'media', sequenceNumber: String(++this.seq), media: { track: 'inbound', chunk: String(++this.chunk), timestamp: String(this.timestamp), payload }, streamSid: this.streamSid });
+    this.timestamp += 20;
+  }
+
+  /** One 20 ms frame already encoded (base64 of 160 mu-law bytes), for callers that repeat the same audio. */
+  speakEncoded(payload: string): void {
+    if (this.socket.readyState !== WebSocket.OPEN) return;
+    this.socket.send(`${this.prefix}${payload}"}}`);
     this.timestamp += 20;
   }
 
