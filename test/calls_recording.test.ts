@@ -75,4 +75,9 @@ t.test('a recorded call: valid WAV of the right length, both sides, signed URL w
   const other = await again(unrecorded);
   other.phone.phone.hangUp();
   t.equal((await endedCall(unrecorded, other.callId)).recording_url, null, 'record false: no recording');
+  const later = Math.floor(Date.now() / 1000) + 60;
+  const none = await fetch(`${unrecorded.api.origin}/api/recordings/${other.callId}.wav?expires=${later}&signature=${signRecording(unrecorded.api.platform.runtime.recordings.secret, other.callId, later)}`);
+  t.equal(none.status, 404, 'a validly signed link to a call without a recording');
+  t.same(await none.json(), { message: 'Recording not found.' });
+  t.equal((await fetch(`${unrecorded.api.origin}/api/recordings/notanumber.wav?expires=${later}&signature=x`)).status, 403);
 });

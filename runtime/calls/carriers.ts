@@ -6,7 +6,7 @@ import type { Logger } from '../logger.js';
  * Twilio media-stream protocol to `/ws/telephony/twilio`, so placing a call means: ask the carrier
  * to dial, and give it the TwiML that connects the answered call to the stream.
  * - `twilio`: the Programmable Voice REST API (create call with TwiML and status callbacks,
- *   redirect to `<Dial>` for transfers, complete to hang up).
+ *   redirect to `<Dial>` for transfers).
  * - `loopback`: no network; a local phone client (`dial` handler) answers over the same media
  *   stream. For development and benchmarks.
  */
@@ -27,8 +27,8 @@ export interface Carrier {
   readonly name: string;
   /** @throws CarrierError when the carrier refuses the call. */
   place(request: PlaceCallRequest): Promise<{ carrierCallId: string }>;
+  /** Redirects the live call to `number`. (Hanging up needs no carrier call: closing the media stream ends the TwiML, and the call.) */
   transfer(carrierCallId: string, number: string): Promise<void>;
-  hangUp(carrierCallId: string): Promise<void>;
 }
 
 export class CarrierError extends Error {
@@ -94,9 +94,6 @@ export function createTwilioCarrier(settings: TwilioSettings): Carrier {
     async transfer(carrierCallId, number) {
       await post(`/Calls/${encodeURIComponent(carrierCallId)}.json`, { Twiml: dialTwiml(number) });
     },
-    async hangUp(carrierCallId) {
-      await post(`/Calls/${encodeURIComponent(carrierCallId)}.json`, { Status: 'completed' });
-    },
   };
 }
 
@@ -137,6 +134,5 @@ export function createLoopbackCarrier(dial: (call: LoopbackDial) => void, logger
     async transfer(carrierCallId, number) {
       transfers.push({ carrierCallId, number });
     },
-    async hangUp() {},
   };
 }

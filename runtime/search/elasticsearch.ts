@@ -237,17 +237,20 @@ export function createElasticsearchIndex(options: ElasticsearchOptions): SearchI
   let index: string | undefined;
   let rrfSupported = true;
 
+  /** Puts the index template and creates its index if missing (another process may win the race). */
+  async function ensureIndex(template: { name: string }, name: string): Promise<void> {
+    await client.indices.putIndexTemplate(template as never);
+    if (await client.indices.exists({ index: name })) return;
+    await client.indices.create({ index: name }).catch((error: unknown) => {
+      if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
+    });
+  }
+
   async function currentIndex(): Promise<string> {
     if (!index) {
       const dimensions = await options.dimensions();
-      const template = indexTemplate(prefix, dimensions);
-      await client.indices.putIndexTemplate(template);
       const name = indexName(prefix, dimensions);
-      if (!(await client.indices.exists({ index: name }))) {
-        await client.indices.create({ index: name }).catch((error: unknown) => {
-          if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
-        });
-      }
+      await ensureIndex(indexTemplate(prefix, dimensions), name);
       index = name;
     }
     return index;
@@ -255,14 +258,7 @@ export function createElasticsearchIndex(options: ElasticsearchOptions): SearchI
 
   let callsReady: Promise<void> | undefined;
   function callsIndex(): Promise<void> {
-    callsReady ??= (async () => {
-      await client.indices.putIndexTemplate(callsIndexTemplate(prefix));
-      if (!(await client.indices.exists({ index: `${prefix}-calls` }))) {
-        await client.indices.create({ index: `${prefix}-calls` }).catch((error: unknown) => {
-          if (!(error instanceof errors.ResponseError && error.body?.error?.type === 'resource_already_exists_exception')) throw error;
-        });
-      }
-    })().catch((error: unknown) => {
+    callsReady ??= ensureIndex(callsIndexTemplate(prefix), `${prefix}-calls`).catch((error: unknown) => {
       callsReady = undefined;
       throw error;
     });

@@ -145,6 +145,14 @@ export class SimulatedPhone {
     for (let t = 0; t < ms && !this.closed; t += 20) await this.step(speechFrame(this.spoken++));
   }
 
+  /** The caller speaks for `ms`; then the agent answers and finishes speaking. */
+  async turn(ms = 800, maxMs = 8_000): Promise<void> {
+    const before = this.heard.speechFrames;
+    await this.talk(ms);
+    await this.until(() => this.heard.speechFrames > before + 10, maxMs, 'the answer');
+    await this.untilAgentDone();
+  }
+
   async silence(ms: number): Promise<void> {
     for (let t = 0; t < ms && !this.closed; t += 20) await this.step();
   }

@@ -10,7 +10,7 @@ import type { Builtin, BuiltinEffect } from './builtins.js';
 import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
 import { Playout, heardText, type Segment } from './playout.js';
 import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
-import { EnergyVad, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
+import { EnergyVad, MIN_ENDPOINT_MS, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
 
 /**
  * One live call: the actor, the caller's audio in, the agent's audio out, and the engine of the
@@ -322,8 +322,10 @@ export class CallSession {
     this.silenceMs += 20;
     if (!this.firstUtteranceDone && this.silenceMs >= 300) this.classifyAnswerer();
     if (this.spec.mode !== 'pipeline') return;
+    // The transcript is only looked at once the shortest possible end-of-turn silence has passed.
+    if (this.silenceMs < MIN_ENDPOINT_MS || this.awaitingFinal !== undefined) return;
     const delay = endpointDelayMs(this.spec.endpointSensitivity, this.spec.endpointType, this.turnText());
-    if (this.silenceMs >= delay && this.awaitingFinal === undefined) {
+    if (this.silenceMs >= delay) {
       this.turnSilenceMs = delay;
       this.endTurn();
     }
