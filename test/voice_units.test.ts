@@ -1,12 +1,13 @@
 import t from 'tap';
 import { ManualClock } from '../runtime/clock.js';
-import { Downsampler, FRAME_SAMPLES, Upsampler, ambientBed, levelDb, mulawDecode, mulawEncode, random, voicedSpeech } from '../runtime/calls/voice/audio.js';
+import { Downsampler, FRAME_SAMPLES, Upsampler, allocSamples, ambientBed, levelDb, mulawDecode, mulawEncode, random, voicedSpeech } from '../runtime/calls/voice/audio.js';
 import { NoiseSuppressor } from '../runtime/calls/voice/denoise.js';
 import { Playout } from '../runtime/calls/voice/playout.js';
 import { Resampler } from '../runtime/calls/voice/providers.js';
 import { SentenceChunker } from '../runtime/calls/voice/session.js';
 import { EnergyVad, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished } from '../runtime/calls/voice/turns.js';
 import { withinBusinessHours } from '../runtime/calls/voice/builtins.js';
+import { MediaMessageWriter, base64Into, mediaPayload, mediaPrefix } from '../runtime/calls/mediaStream.js';
 
 /** The pure parts of the voice engine: codecs, resampling, VAD, turn policy, denoising, playout. */
 
@@ -31,6 +32,33 @@ t.test('mu-law round trip and resampling keep the signal', async (t) => {
   let samples = 0;
   for (let i = 0; i < 50; i++) samples += to24.process(tone(i)).length;
   t.ok(Math.abs(samples - 24_000) <= 1, `one second at 24 kHz: ${samples} samples`);
+});
+
+t.test('the fused media paths equal the step-by-step ones; slab frames are zeroed and independent', async (t) => {
+  for (let length = 0; length <= 9; length++) {
+    const bytes = Uint8Array.from({ length }, (_, i) => (i * 97 + length * 13) & 0xff);
+    const target = new Uint8Array(16);
+    const end = base64Into(bytes, length, target, 2);
+    t.equal(Buffer.from(target.subarray(2, end)).toString('latin1'), Buffer.from(bytes).toString('base64'), `base64 of ${length} bytes`);
+  }
+  const writer = new MediaMessageWriter('MZ42');
+  const reference = new Downsampler();
+  for (let index = 0; index < 3; index++) {
+    const frame = tone(index);
+    const message = Buffer.from(writer.frame(frame));
+    const expected = `${mediaPrefix('MZ42')}${mulawEncode(reference.process(frame)).toString('base64')}"}}`;
+    t.equal(message.toString('latin1'), expected, `outbound frame ${index}`);
+    t.same(mediaPayload(message), Buffer.from(JSON.parse(expected).media.payload, 'base64'), 'the payload reads back');
+  }
+  const encoded = mulawEncode(tone(5).subarray(0, 160));
+  const fused = new Upsampler().processMulaw(encoded);
+  t.same(fused, new Upsampler().process(mulawDecode(encoded)), 'mu-law to 16 kHz in one pass');
+  const a = allocSamples(FRAME_SAMPLES);
+  const b = allocSamples(FRAME_SAMPLES);
+  t.ok(a.every((v) => v === 0) && b.every((v) => v === 0), 'zeroed');
+  a.fill(7);
+  t.ok(b.every((v) => v === 0), 'independent');
+  t.equal(allocSamples(100_000).length, 100_000, 'large arrays are their own');
 });
 
 t.test('the VAD learns steady noise and still hears speech', async (t) => {

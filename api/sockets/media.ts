@@ -1,8 +1,8 @@
-import { FRAME_SAMPLES } from '../../runtime/calls/voice/audio.js';
+import { FRAME_SAMPLES, allocSamples } from '../../runtime/calls/voice/audio.js';
 
 /** Regroups incoming audio of any chunk size into whole 20 ms frames of 16 kHz PCM16. */
 export class FrameAssembler {
-  private pending = new Int16Array(FRAME_SAMPLES);
+  private pending = allocSamples(FRAME_SAMPLES);
   private filled = 0;
 
   constructor(private readonly onFrame: (frame: Int16Array) => void) {}
@@ -20,7 +20,7 @@ export class FrameAssembler {
       offset += take;
       if (this.filled === FRAME_SAMPLES) {
         this.onFrame(this.pending);
-        this.pending = new Int16Array(FRAME_SAMPLES);
+        this.pending = allocSamples(FRAME_SAMPLES);
         this.filled = 0;
       }
     }

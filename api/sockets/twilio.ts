@@ -1,7 +1,7 @@
 import type uWS from 'uWebSockets.js';
 import type { VoiceService } from '../../runtime/calls/live.js';
-import { mediaPayload, mediaPrefix } from '../../runtime/calls/mediaStream.js';
-import { Downsampler, Upsampler, mulawDecode, mulawEncode } from '../../runtime/calls/voice/audio.js';
+import { MediaMessageWriter, mediaPayload } from '../../runtime/calls/mediaStream.js';
+import { Upsampler } from '../../runtime/calls/voice/audio.js';
 import type { CallSession, CallTransport } from '../../runtime/calls/voice/session.js';
 import type { Logger } from '../../runtime/logger.js';
 import { FrameAssembler, MAX_BUFFERED_BYTES } from './media.js';
@@ -56,7 +56,7 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
       if (data.assembler) {
         const payload = mediaPayload(bytes);
         if (payload) {
-          data.assembler.push(data.upsampler.process(mulawDecode(payload)));
+          data.assembler.push(data.upsampler.processMulaw(payload));
           return;
         }
       }
@@ -79,12 +79,11 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
           }
           data.session = session;
           data.streamSid = message.start?.streamSid ?? message.streamSid ?? '';
-          const downsampler = new Downsampler();
-          const prefix = mediaPrefix(data.streamSid);
+          const writer = new MediaMessageWriter(data.streamSid);
           const transport: CallTransport = {
             sendAudio(frame) {
               if (data.closed || ws.getBufferedAmount() > MAX_BUFFERED_BYTES) return;
-              ws.send(`${prefix}${mulawEncode(downsampler.process(frame)).toString('base64')}"}}`);
+              ws.send(writer.frame(frame), false);
             },
             sendMark(name) {
               if (!data.closed) ws.send(JSON.stringify({ event: 'mark', streamSid: data.streamSid, mark: { name } }));
@@ -104,7 +103,7 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
         }
         case 'media':
           if (message.media?.payload && data.assembler && (message.media.track ?? 'inbound') === 'inbound') {
-            data.assembler.push(data.upsampler.process(mulawDecode(Buffer.from(message.media.payload, 'base64'))));
+            data.assembler.push(data.upsampler.processMulaw(Buffer.from(message.media.payload, 'base64')));
           }
           return;
         case 'mark':

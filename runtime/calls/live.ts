@@ -150,7 +150,7 @@ export function createVoiceService(deps: VoiceDeps) {
     }
     for (const entry of live.values()) {
       if (!entry.attached) continue;
-      entry.session.tick();
+      entry.session.tick(now);
       entry.recorder?.tick(now);
       if (entry.session.currentStatus === 'in-progress' && now - entry.lastMediaAt > MEDIA_TIMEOUT_MS) {
         logger.warn({ callId: entry.session.spec.callId }, 'no media for 5 s; ending the call');

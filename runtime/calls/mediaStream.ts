@@ -1,3 +1,5 @@
+import { Downsampler, FRAME_SAMPLES } from './voice/audio.js';
+
 /**
  * Twilio media-stream message handling shared by the server socket and the phone client: the
  * base64 payload of a `media` message found without parsing the JSON (50 such messages a second
@@ -22,4 +24,58 @@ export function mediaPayload(raw: Buffer): Buffer | undefined {
 /** The leading part of every `media` message of a stream; append the base64 payload and `"}}`. */
 export function mediaPrefix(streamSid: string): string {
   return `{"event":"media","streamSid":${JSON.stringify(streamSid)},"media":{"payload":"`;
+}
+
+const BASE64 = Uint8Array.from('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', (c) => c.charCodeAt(0));
+const PAD = 0x3d;
+
+/** Writes `length` bytes of `source` as base64 into `target` at `offset`; returns the end offset. */
+export function base64Into(source: Uint8Array, length: number, target: Uint8Array, offset: number): number {
+  let o = offset;
+  let i = 0;
+  for (; i + 2 < length; i += 3) {
+    const n = (source[i]! << 16) | (source[i + 1]! << 8) | source[i + 2]!;
+    target[o++] = BASE64[n >> 18]!;
+    target[o++] = BASE64[(n >> 12) & 63]!;
+    target[o++] = BASE64[(n >> 6) & 63]!;
+    target[o++] = BASE64[n & 63]!;
+  }
+  if (i < length) {
+    const n = (source[i]! << 16) | (i + 1 < length ? source[i + 1]! << 8 : 0);
+    target[o++] = BASE64[n >> 18]!;
+    target[o++] = BASE64[(n >> 12) & 63]!;
+    target[o++] = i + 1 < length ? BASE64[(n >> 6) & 63]! : PAD;
+    target[o++] = PAD;
+  }
+  return o;
+}
+
+const SUFFIX = Buffer.from('"}}');
+
+/**
+ * The outbound `media` messages of one stream: a 16 kHz frame is downsampled, mu-law encoded and
+ * base64 written straight into one message buffer, reused for every frame (the socket copies what
+ * it sends), so the 50 messages a second of a call allocate nothing.
+ */
+export class MediaMessageWriter {
+  private readonly downsampler = new Downsampler();
+  private readonly mulaw: Uint8Array;
+  private readonly message: Buffer;
+  private readonly payloadAt: number;
+
+  constructor(streamSid: string, maxSamples = FRAME_SAMPLES) {
+    const prefix = Buffer.from(mediaPrefix(streamSid));
+    this.mulaw = new Uint8Array(maxSamples >> 1);
+    this.message = Buffer.alloc(prefix.length + Math.ceil(this.mulaw.length / 3) * 4 + SUFFIX.length);
+    prefix.copy(this.message);
+    this.payloadAt = prefix.length;
+  }
+
+  /** The message for `frame` (at most `maxSamples`); valid until the next call. */
+  frame(frame: Int16Array): Uint8Array {
+    const bytes = this.downsampler.toMulaw(frame, this.mulaw);
+    const end = base64Into(this.mulaw, bytes, this.message, this.payloadAt);
+    SUFFIX.copy(this.message, end);
+    return this.message.subarray(0, end + SUFFIX.length);
+  }
 }

@@ -1,4 +1,4 @@
-import { FRAME_SAMPLES } from './audio.js';
+import { FRAME_SAMPLES, allocSamples } from './audio.js';
 
 /**
  * Noise suppression for caller audio (`enable_noise_cancellation`), run before the VAD and the
@@ -82,11 +82,12 @@ export class NoiseSuppressor {
   private readonly previousPower = new Float64Array(BINS);
   private readonly re = new Float64Array(N);
   private readonly im = new Float64Array(N);
+  private readonly hopOut = new Float64Array(HOP);
   private frames = 0;
 
   /** Cleans one 20 ms frame (320 samples); returns a new frame. */
   process(frame: Int16Array): Int16Array {
-    const out = new Int16Array(frame.length);
+    const out = allocSamples(frame.length);
     for (let hop = 0; hop < 2; hop++) {
       this.history.copyWithin(0, HOP);
       for (let i = 0; i < HOP; i++) this.history[HOP + i] = (frame[hop * HOP + i] ?? 0) / 32_768;
@@ -131,7 +132,7 @@ export class NoiseSuppressor {
       }
     }
     fft(re, im, true);
-    const result = new Float64Array(HOP);
+    const result = this.hopOut;
     for (let i = 0; i < HOP; i++) result[i] = this.overlap[i]! + (re[i]! / N) * window[i]!;
     for (let i = 0; i < HOP; i++) this.overlap[i] = (re[HOP + i]! / N) * window[HOP + i]!;
     return result;

@@ -1,5 +1,5 @@
 import type { Clock } from '../../clock.js';
-import { FRAME_SAMPLES, mixInto } from './audio.js';
+import { FRAME_SAMPLES, allocSamples, copySamples, mixInto } from './audio.js';
 
 /**
  * The agent's outgoing audio for one call. Speech arrives as segments (one per sentence) in chunks
@@ -63,11 +63,12 @@ export class Playout {
     return segment;
   }
 
+  /** Queues speech; frames are views into `samples`, which the caller hands over and must not change. */
   push(segment: Segment, samples: Int16Array): void {
     let offset = 0;
     if (segment.remainder) {
       const need = FRAME_SAMPLES - segment.remainder.length;
-      const joined = new Int16Array(FRAME_SAMPLES);
+      const joined = allocSamples(FRAME_SAMPLES);
       joined.set(segment.remainder);
       joined.set(samples.subarray(0, need), segment.remainder.length);
       if (samples.length >= need) {
@@ -79,14 +80,14 @@ export class Playout {
         return;
       }
     }
-    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) segment.frames.push(samples.slice(offset, offset + FRAME_SAMPLES));
-    if (offset < samples.length) segment.remainder = samples.slice(offset);
+    for (; offset + FRAME_SAMPLES <= samples.length; offset += FRAME_SAMPLES) segment.frames.push(samples.subarray(offset, offset + FRAME_SAMPLES));
+    if (offset < samples.length) segment.remainder = samples.subarray(offset);
     this.pump();
   }
 
   finish(segment: Segment): void {
     if (segment.remainder) {
-      const last = new Int16Array(FRAME_SAMPLES);
+      const last = allocSamples(FRAME_SAMPLES);
       last.set(segment.remainder);
       segment.frames.push(last);
       segment.remainder = undefined;
@@ -101,8 +102,7 @@ export class Playout {
   }
 
   /** Called by the call ticker (every 5 ms): sends the frames that are due. */
-  tick(): void {
-    const now = this.clock.now();
+  tick(now = this.clock.now()): void {
     if (this.nextDue === undefined) {
       if (!this.ambient) return;
       this.nextDue = now;
@@ -111,7 +111,7 @@ export class Playout {
     while (this.nextDue !== undefined && now >= this.nextDue - 1) {
       if (this.sendNext()) this.nextDue += FRAME_MS;
       else if (this.ambient) {
-        this.send(new Int16Array(FRAME_SAMPLES), undefined);
+        this.send(allocSamples(FRAME_SAMPLES), undefined);
         this.nextDue += FRAME_MS;
       } else this.nextDue = undefined;
     }
@@ -155,7 +155,7 @@ export class Playout {
   private send(frame: Int16Array, segment: Segment | undefined): void {
     let out = frame;
     if (this.ambient) {
-      out = segment ? frame.slice() : frame;
+      out = segment ? copySamples(frame) : frame;
       const bed = this.ambient.bed;
       if (this.ambientOffset + FRAME_SAMPLES > bed.length) this.ambientOffset = 0;
       mixInto(out, bed.subarray(this.ambientOffset, this.ambientOffset + FRAME_SAMPLES), this.ambient.gain);

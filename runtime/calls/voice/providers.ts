@@ -53,7 +53,7 @@ export interface TtsRequest {
 
 export interface TtsProvider {
   readonly name: string;
-  /** Streams PCM16 16 kHz audio of the text as it is produced. */
+  /** Streams PCM16 16 kHz audio of the text as it is produced; each chunk is handed over and never changed afterwards. */
   synthesize(request: TtsRequest): AsyncIterable<Int16Array>;
 }
 

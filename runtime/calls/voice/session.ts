@@ -271,9 +271,9 @@ export class CallSession {
     this.send({ type: 'ANSWERED' });
   }
 
-  /** 20 ms tick of the call ticker: paces the agent's audio. */
-  tick(): void {
-    this.playout?.tick();
+  /** The call ticker (every 5 ms, `now` by the clock): paces the agent's audio. */
+  tick(now: number): void {
+    this.playout?.tick(now);
   }
 
   /** Echo of a mark from the far end. */
