@@ -26,7 +26,7 @@ const machine = `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown CPU'}
 const tsx = [process.execPath, '--import', 'tsx'] as const;
 
 section((await run(tsx[0], [...tsx.slice(1), 'bench/rest.ts', quick ? '2' : '10'], { maxBuffer: 1 << 20 })).stdout.trim());
-section(formatCalls(await runCallsBench({ seconds: quick ? 3 : 10, steps: quick ? [20, 50] : [50, 100, 200, 400, 800] }), false));
+section(formatCalls(await runCallsBench({ seconds: quick ? 3 : 15, steps: quick ? [20, 50] : [50, 100, 200, 400, 800] }), false));
 section(formatChat(await runChatBench({ seconds: quick ? 3 : 10, sockets: quick ? 1_000 : 10_000 })));
 section((await run(tsx[0], [...tsx.slice(1), 'bench/extract.ts', quick ? '20' : '200', quick ? '1' : '3'], { maxBuffer: 1 << 20 })).stdout.trim());
 section(formatListing(await runListingBench(quick ? { calls: 50_000, users: 100, requests: 20 } : { calls: 1_000_000, users: 1_000, requests: 100 })));

@@ -14,10 +14,15 @@ import { createLogger } from '../runtime/logger.js';
  * loopback carrier over the Twilio media-stream protocol; the assistant uses the instant `dev`
  * transcriber, model and voice. Each phone streams 50 frames/s, speaks 1.2 s every 4 s and hears
  * the answer. Per step of N: server CPU per call, RSS per call, p99 event-loop lag, p99 jitter of
- * the agent's frames as the phones receive them, and the added voice-to-voice latency (last
- * caller speech frame to the agent's first audio frame, less the end-of-turn silence of 500 ms
- * and the VAD's 100 ms hangover). Reports the largest N whose p99 jitter stays under 20 ms.
- * Usage: `npm run bench:calls [-- seconds steps...]` (default 10 s; 50 100 200 400 800).
+ * the agent's frames as the phones receive them and as the server sends them (lateness against
+ * the 20 ms schedule, from the server's `call_audio_frame_lateness_seconds`), and the added
+ * voice-to-voice latency: from the server's `voice_to_voice_added_seconds` (last caller speech
+ * frame to the agent's first audio frame, less the end-of-turn silence) and as the phones hear it
+ * (less 500 ms of end-of-turn silence and the VAD's 100 ms hangover; the phones' clock runs in
+ * another busy process, so this one reads a few ms either way). Percentiles of the server's
+ * histograms are interpolated within buckets, as Prometheus' histogram_quantile does. Reports the
+ * largest N whose p99 jitter at the phones stays under 20 ms.
+ * Usage: `npm run bench:calls [-- seconds steps...]` (default 15 s; 50 100 200 400 800).
  * NOISE_CANCELLATION=1 turns the assistant's noise suppression on.
  */
 
@@ -27,9 +32,40 @@ export interface CallsStep {
   readonly rssPerCallKb: number;
   readonly loopLagP99Ms: number;
   readonly jitterP99Ms: number;
+  readonly latenessP99Ms: number;
   readonly addedLatencyP50Ms: number;
   readonly addedLatencyP99Ms: number;
+  readonly phoneAddedLatencyP50Ms: number;
+  readonly phoneAddedLatencyP99Ms: number;
   readonly turns: number;
+}
+
+type Buckets = Map<number, number>;
+
+/** The cumulative buckets (upper bound in ms → count) of one unlabelled histogram in a Prometheus exposition. */
+function histogram(exposition: string, name: string): Buckets {
+  const buckets: Buckets = new Map();
+  for (const match of exposition.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))) {
+    buckets.set(match[1] === '+Inf' ? Infinity : Number(match[1]) * 1000, Number(match[2]));
+  }
+  return buckets;
+}
+
+/** The q-quantile (ms) of what was observed between two readings, interpolated within its bucket. */
+export function histogramQuantile(before: Buckets, after: Buckets, q: number): number {
+  const bounds = [...after.keys()].sort((a, b) => a - b);
+  const counts = bounds.map((bound) => after.get(bound)! - (before.get(bound) ?? 0));
+  const total = counts.at(-1) ?? 0;
+  if (total === 0) return Number.NaN;
+  const rank = q * total;
+  for (let i = 0; i < bounds.length; i++) {
+    if (counts[i]! < rank) continue;
+    const lower = i === 0 ? 0 : bounds[i - 1]!;
+    if (bounds[i] === Infinity) return lower;
+    const below = i === 0 ? 0 : counts[i - 1]!;
+    return lower + ((bounds[i]! - lower) * (rank - below)) / Math.max(1, counts[i]! - below);
+  }
+  return bounds.at(-2) ?? Number.NaN;
 }
 
 const END_OF_TURN_MS = 500 + 100;
@@ -97,6 +133,7 @@ export async function runCallsBench(options: { steps: number[]; seconds: number;
       }
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       await ask(phones, { report: true }, 'connected');
+      const metricsBefore = await (await fetch(`${origin}/metrics`)).text();
       loop.reset();
       const rssBefore = process.memoryUsage().rss;
       const cpuBefore = process.cpuUsage();
@@ -105,6 +142,8 @@ export async function runCallsBench(options: { steps: number[]; seconds: number;
       const cpu = process.cpuUsage(cpuBefore);
       const wall = performance.now() - wallBefore;
       const report = await ask<{ gaps: number[]; voiceToVoice: number[] }>(phones, { report: true }, 'connected');
+      const metricsAfter = await (await fetch(`${origin}/metrics`)).text();
+      const server = (name: string, q: number) => histogramQuantile(histogram(metricsBefore, name), histogram(metricsAfter, name), q);
       const added = report.voiceToVoice.map((ms) => ms - END_OF_TURN_MS);
       steps.push({
         calls: n,
@@ -112,8 +151,11 @@ export async function runCallsBench(options: { steps: number[]; seconds: number;
         rssPerCallKb: (Math.max(process.memoryUsage().rss, rssBefore) / 1024) / n,
         loopLagP99Ms: loop.percentile(99) / 1e6,
         jitterP99Ms: percentile(report.gaps.map((gap) => Math.abs(gap - 20)), 99),
-        addedLatencyP50Ms: percentile(added, 50),
-        addedLatencyP99Ms: percentile(added, 99),
+        latenessP99Ms: server('call_audio_frame_lateness_seconds', 0.99),
+        addedLatencyP50Ms: server('voice_to_voice_added_seconds', 0.5),
+        addedLatencyP99Ms: server('voice_to_voice_added_seconds', 0.99),
+        phoneAddedLatencyP50Ms: percentile(added, 50),
+        phoneAddedLatencyP99Ms: percentile(added, 99),
         turns: report.voiceToVoice.length,
       });
       options.onStep?.(steps.at(-1)!);
@@ -131,7 +173,7 @@ export async function runCallsBench(options: { steps: number[]; seconds: number;
 }
 
 function formatStep(s: CallsStep): string {
-  return `| ${s.calls} | ${s.cpuPerCallPercent.toFixed(2)} | ${s.rssPerCallKb.toFixed(0)} | ${s.loopLagP99Ms.toFixed(1)} | ${s.jitterP99Ms.toFixed(1)} | ${s.addedLatencyP50Ms.toFixed(1)} | ${s.addedLatencyP99Ms.toFixed(1)} | ${s.turns} |`;
+  return `| ${s.calls} | ${s.cpuPerCallPercent.toFixed(2)} | ${s.rssPerCallKb.toFixed(0)} | ${s.loopLagP99Ms.toFixed(1)} | ${s.jitterP99Ms.toFixed(1)} | ${s.latenessP99Ms.toFixed(1)} | ${s.addedLatencyP50Ms.toFixed(1)} | ${s.addedLatencyP99Ms.toFixed(1)} | ${s.phoneAddedLatencyP50Ms.toFixed(1)} / ${s.phoneAddedLatencyP99Ms.toFixed(1)} | ${s.turns} |`;
 }
 
 export function formatCalls(steps: CallsStep[], noiseCancellation: boolean): string {
@@ -139,8 +181,8 @@ export function formatCalls(steps: CallsStep[], noiseCancellation: boolean): str
   return [
     `Concurrent calls (loopback carrier, dev providers, noise suppression ${noiseCancellation ? 'on' : 'off'})`,
     '',
-    '| calls | server CPU % of a core per call | RSS KB per call (process RSS / calls) | event-loop lag p99 ms | outbound jitter p99 ms | added voice-to-voice p50 ms | p99 ms | turns measured |',
-    '|---|---|---|---|---|---|---|---|',
+    '| calls | server CPU % of a core per call | RSS KB per call (process RSS / calls) | event-loop lag p99 ms | outbound jitter at the phones p99 ms | frame lateness at the server p99 ms | added voice-to-voice p50 ms | p99 ms | as the phones hear it p50 / p99 ms | turns measured |',
+    '|---|---|---|---|---|---|---|---|---|---|',
     ...steps.map(formatStep),
     '',
     `Largest N with p99 jitter under 20 ms: ${ok.length ? Math.max(...ok) : 'none'}`,
@@ -148,7 +190,7 @@ export function formatCalls(steps: CallsStep[], noiseCancellation: boolean): str
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const [seconds = 10, ...steps] = process.argv.slice(2).map(Number);
+  const [seconds = 15, ...steps] = process.argv.slice(2).map(Number);
   const noiseCancellation = process.env.NOISE_CANCELLATION === '1';
   const result = await runCallsBench({ seconds, steps: steps.length ? steps : [50, 100, 200, 400, 800], noiseCancellation, onStep: (step) => console.error(formatStep(step)) });
   console.log(formatCalls(result, noiseCancellation));

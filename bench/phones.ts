@@ -29,7 +29,7 @@ const SPEECH = Array.from({ length: 40 }, (_, i) => encode(callerSpeechFrame(i))
 const SILENCE = encode(new Int16Array(FRAME_SAMPLES));
 /** Mean square of each mu-law byte, so a frame's level needs no decoding. */
 const SQUARES = Float64Array.from(mulawDecode(Uint8Array.from({ length: 256 }, (_, i) => i)), (v) => v * v);
-function payloadDb(payload: Buffer): number {
+function payloadDb(payload: Uint8Array): number {
   let sum = 0;
   for (const byte of payload) sum += SQUARES[byte]!;
   return sum === 0 ? -100 : 10 * Math.log10(sum / payload.length / (32_768 * 32_768));

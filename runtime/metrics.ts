@@ -43,6 +43,12 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
     registers: [registry],
   });
+  const frameLateness = new Histogram({
+    name: 'call_audio_frame_lateness_seconds',
+    help: "How late each of the agent's 20 ms audio frames left against its schedule (the server's own jitter; above 0.02 the process is not keeping real time)",
+    buckets: [0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1],
+    registers: [registry],
+  });
   const providerTtfb = new Histogram({
     name: 'provider_first_byte_seconds',
     help: 'Time to the first byte of a speech or model provider, by kind (stt, llm, tts, realtime) and provider',
@@ -102,6 +108,9 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
       },
       firstByte(kind: 'stt' | 'llm' | 'tts' | 'realtime', provider: string, ms: number): void {
         providerTtfb.observe({ kind, provider }, ms / 1000);
+      },
+      frameLateness(ms: number): void {
+        frameLateness.observe(ms / 1000);
       },
     },
   };

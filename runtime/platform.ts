@@ -180,6 +180,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       turn: (mode) => metrics?.voice.turn(mode),
       interruption: (mode) => metrics?.voice.interruption(mode),
       firstByte: (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms),
+      frameLateness: (ms) => metrics?.voice.frameLateness(ms),
     },
     wakeWebhooks: () => webhookWorker.wake(),
     evaluate: (callId) => evaluator.evaluate(callId),

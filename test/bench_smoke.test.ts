@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { formatCalls, runCallsBench } from '../bench/calls.js';
+import { formatCalls, histogramQuantile, runCallsBench } from '../bench/calls.js';
 import { formatListing, runListingBench } from '../bench/listing.js';
 import { freshDatabase } from './helpers/database.js';
 
@@ -29,6 +29,11 @@ t.test('calls benchmark', async (t) => {
   t.ok(steps[0]!.cpuPerCallPercent > 0, 'server CPU measured');
   t.ok(steps[0]!.loopLagP99Ms > 0, 'event-loop lag measured');
   t.match(formatCalls(steps, false), /\| 4 \| [\d.]+ \|/);
+  const before = new Map([[1, 0], [5, 0], [Infinity, 0]]);
+  const after = new Map([[1, 50], [5, 100], [Infinity, 100]]);
+  t.equal(histogramQuantile(before, after, 0.5), 1, 'the median at the top of the first bucket');
+  t.equal(histogramQuantile(before, after, 0.75), 3, 'interpolated within the second bucket');
+  t.ok(Number.isNaN(histogramQuantile(after, after, 0.5)), 'nothing observed between the readings');
 });
 
 t.test('REST and extraction benchmark scripts', async (t) => {

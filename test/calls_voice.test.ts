@@ -97,4 +97,7 @@ t.test('fillers: a short filler is spoken when the first token is slow; call met
   t.match(metrics.body, /voice_to_voice_added_seconds_count 1/);
   t.match(metrics.body, /provider_first_byte_seconds_count\{kind="llm",provider="openai"\} 1/);
   t.match(metrics.body, /open_sockets\{kind="telephony"\} 0/);
+  const lateness = (le: string) => Number(new RegExp(`call_audio_frame_lateness_seconds_${le} (\\d+)`).exec(metrics.body)?.[1]);
+  t.ok(lateness('count') > 50, 'the lateness of every scheduled frame is measured');
+  t.equal(lateness('bucket\\{le="0.005"\\}'), lateness('count'), 'on a 5 ms ticker no frame leaves later than that');
 });

@@ -48,8 +48,16 @@ t.test('the fused media paths equal the step-by-step ones; slab frames are zeroe
     const message = Buffer.from(writer.frame(frame));
     const expected = `${mediaPrefix('MZ42')}${mulawEncode(reference.process(frame)).toString('base64')}"}}`;
     t.equal(message.toString('latin1'), expected, `outbound frame ${index}`);
-    t.same(mediaPayload(message), Buffer.from(JSON.parse(expected).media.payload, 'base64'), 'the payload reads back');
+    t.same(Buffer.from(mediaPayload(message)!), Buffer.from(JSON.parse(expected).media.payload, 'base64'), 'the payload reads back');
   }
+  for (const length of [0, 1, 2, 3, 160]) {
+    const bytes = Buffer.from(Uint8Array.from({ length }, (_, i) => (i * 151) & 0xff));
+    const message = (payload: string) => Buffer.from(`{"event":"media","media":{"track":"inbound","payload":"${payload}"}}`);
+    t.same(Buffer.from(mediaPayload(message(bytes.toString('base64')))!), bytes, `inbound payload of ${length} bytes`);
+    t.same(Buffer.from(mediaPayload(message(bytes.toString('base64').replaceAll('/', '\\/')))!), bytes, `escaped, ${length} bytes`);
+  }
+  t.equal(mediaPayload(Buffer.from('{"event":"mark","mark":{"name":"x"}}')), undefined, 'not media');
+  t.equal(mediaPayload(Buffer.from('{"event":"media","media":{"track":"outbound","payload":"AAAA"}}')), undefined, 'an outbound echo');
   const encoded = mulawEncode(tone(5).subarray(0, 160));
   const fused = new Upsampler().processMulaw(encoded);
   t.same(fused, new Upsampler().process(mulawDecode(encoded)), 'mu-law to 16 kHz in one pass');

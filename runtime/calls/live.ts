@@ -37,6 +37,7 @@ export interface VoiceMetrics {
   turn(mode: CallMode): void;
   interruption(mode: CallMode): void;
   firstByte(kind: 'llm', provider: string, ms: number): void;
+  frameLateness(ms: number): void;
 }
 
 export interface VoiceDeps {
@@ -274,6 +275,7 @@ export function createVoiceService(deps: VoiceDeps) {
       interruption: () => deps.metrics?.interruption(spec.mode),
       firstByte: (kind, provider, ms) => deps.metrics?.firstByte(kind, provider, ms),
       agentFrame: (frame) => entry.recorder?.agent(frame),
+      frameLateness: deps.metrics ? (ms) => deps.metrics!.frameLateness(ms) : undefined,
     });
     entry = {
       session,

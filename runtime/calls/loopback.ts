@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import { mediaPayload, mediaPrefix } from './mediaStream.js';
-import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawDecode, mulawEncode } from './voice/audio.js';
+import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from './voice/audio.js';
 
 /**
  * A phone on the client side of the Twilio media-stream protocol: it sends `connected`, `start`
@@ -16,8 +16,8 @@ export interface PhoneEvents {
   mark: [string];
   clear: [];
   close: [number];
-  /** The agent's audio as received (8 kHz mu-law), when the phone does not decode it. */
-  payload: [Buffer];
+  /** The agent's audio as received (8 kHz mu-law), when the phone does not decode it; valid during the event only. */
+  payload: [Uint8Array];
 }
 
 let sequence = 0;
@@ -46,7 +46,7 @@ export class MediaStreamPhone extends EventEmitter<PhoneEvents> {
       if (isBinary) return;
       const payload = mediaPayload(data as Buffer);
       if (payload) {
-        if (decode) this.emit('audio', this.up.process(mulawDecode(payload)));
+        if (decode) this.emit('audio', this.up.processMulaw(payload));
         else this.emit('payload', payload);
         return;
       }
@@ -56,7 +56,7 @@ export class MediaStreamPhone extends EventEmitter<PhoneEvents> {
       } catch {
         return;
       }
-      if (message.event === 'media' && message.media?.payload) this.emit('audio', this.up.process(mulawDecode(Buffer.from(message.media.payload, 'base64'))));
+      if (message.event === 'media' && message.media?.payload) this.emit('audio', this.up.processMulaw(Buffer.from(message.media.payload, 'base64')));
       else if (message.event === 'mark' && message.mark?.name) {
         if (this.echoMarks) this.send({ event: 'mark', streamSid: this.streamSid, mark: { name: message.mark.name } });
         this.emit('mark', message.mark.name);

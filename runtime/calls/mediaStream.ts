@@ -10,15 +10,57 @@ const MEDIA_MARKER = Buffer.from('"event":"media"');
 const PAYLOAD_MARKER = Buffer.from('"payload":"');
 const OUTBOUND_TRACK = Buffer.from('"track":"outbound"');
 
-/** The decoded payload of a `media` message; undefined for any other message or an outbound-track echo. */
-export function mediaPayload(raw: Buffer): Buffer | undefined {
+const BASE64_VALUE = new Int8Array(256).fill(-1);
+for (const [i, c] of [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'].entries()) BASE64_VALUE[c.charCodeAt(0)] = i;
+let scratch = new Uint8Array(1024);
+
+/**
+ * The decoded payload of a `media` message; undefined for any other message or an outbound-track
+ * echo. The bytes are decoded straight from the message into a shared scratch buffer, valid until
+ * the next call (the socket converts them at once); unusual base64 (escapes, whitespace) takes
+ * Node's decoder instead.
+ */
+export function mediaPayload(raw: Buffer): Uint8Array | undefined {
   if (raw.indexOf(MEDIA_MARKER) === -1 || raw.indexOf(OUTBOUND_TRACK) !== -1) return undefined;
   const start = raw.indexOf(PAYLOAD_MARKER);
   if (start === -1) return undefined;
   const from = start + PAYLOAD_MARKER.length;
   const end = raw.indexOf(0x22, from);
   if (end === -1) return undefined;
-  return Buffer.from(raw.toString('latin1', from, end), 'base64');
+  return decodeBase64(raw, from, end) ?? Buffer.from(raw.toString('latin1', from, end), 'base64');
+}
+
+function decodeBase64(raw: Uint8Array, from: number, to: number): Uint8Array | undefined {
+  let end = to;
+  while (end > from && raw[end - 1] === 0x3d) end--;
+  const chars = end - from;
+  if (chars % 4 === 1 || to - end > 2) return undefined;
+  const length = (chars * 3) >> 2;
+  if (scratch.length < length) scratch = new Uint8Array(length * 2);
+  let o = 0;
+  let i = from;
+  for (; i + 4 <= end; i += 4) {
+    const a = BASE64_VALUE[raw[i]!]!;
+    const b = BASE64_VALUE[raw[i + 1]!]!;
+    const c = BASE64_VALUE[raw[i + 2]!]!;
+    const d = BASE64_VALUE[raw[i + 3]!]!;
+    if ((a | b | c | d) < 0) return undefined;
+    const n = (a << 18) | (b << 12) | (c << 6) | d;
+    scratch[o++] = n >> 16;
+    scratch[o++] = (n >> 8) & 0xff;
+    scratch[o++] = n & 0xff;
+  }
+  const rest = end - i;
+  if (rest > 0) {
+    const a = BASE64_VALUE[raw[i]!]!;
+    const b = BASE64_VALUE[raw[i + 1]!]!;
+    const c = rest === 3 ? BASE64_VALUE[raw[i + 2]!]! : 0;
+    if ((a | b | c) < 0) return undefined;
+    const n = (a << 18) | (b << 12) | (c << 6);
+    scratch[o++] = n >> 16;
+    if (rest === 3) scratch[o++] = (n >> 8) & 0xff;
+  }
+  return scratch.subarray(0, o);
 }
 
 /** The leading part of every `media` message of a stream; append the base64 payload and `"}}`. */

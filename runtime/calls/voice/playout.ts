@@ -47,6 +47,8 @@ export class Playout {
   onSpeechFrame: ((segment: Segment) => void) | undefined;
   /** Every sent frame (agent speech, ambient or both), for the recording. */
   onFrame: ((frame: Int16Array) => void) | undefined;
+  /** How late (ms) each frame sent on the schedule left against its due time: the server's own jitter. */
+  onLateness: ((ms: number) => void) | undefined;
   /** Everything queued has been heard. */
   onDrained: (() => void) | undefined;
 
@@ -109,8 +111,11 @@ export class Playout {
     }
     if (now - this.nextDue > MAX_BEHIND_MS) this.nextDue = now;
     while (this.nextDue !== undefined && now >= this.nextDue - 1) {
-      if (this.sendNext()) this.nextDue += FRAME_MS;
-      else if (this.ambient) {
+      const due = this.nextDue;
+      if (this.sendNext()) {
+        this.onLateness?.(Math.max(0, now - due));
+        this.nextDue += FRAME_MS;
+      } else if (this.ambient) {
         this.send(allocSamples(FRAME_SAMPLES), undefined);
         this.nextDue += FRAME_MS;
       } else this.nextDue = undefined;

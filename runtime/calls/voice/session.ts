@@ -107,6 +107,8 @@ export interface SessionHooks {
   interruption?(): void;
   /** Every frame the agent sent (speech, ambient or both), for the recording. */
   agentFrame?(frame: Int16Array): void;
+  /** How late (ms) a frame of the agent's speech left against its 20 ms schedule. */
+  frameLateness?(ms: number): void;
   /** Time to the first token of the text model, per round. */
   firstByte?(kind: 'llm', provider: string, ms: number): void;
 }
@@ -255,6 +257,7 @@ export class CallSession {
       ambient,
     );
     this.playout.onFrame = this.hooks.agentFrame;
+    this.playout.onLateness = this.hooks.frameLateness;
     this.playout.onDrained = () => {
       const waiter = this.drainWaiter;
       this.drainWaiter = undefined;
@@ -324,7 +327,7 @@ export class CallSession {
     if (this.spec.mode !== 'pipeline') return;
     // The transcript is only looked at once the shortest possible end-of-turn silence has passed.
     if (this.silenceMs < MIN_ENDPOINT_MS || this.awaitingFinal !== undefined) return;
-    const delay = endpointDelayMs(this.spec.endpointSensitivity, this.spec.endpointType, this.turnText());
+    const delay = endpointDelayMs(this.spec.endpointSensitivity, this.spec.endpointType, this.spec.endpointType === 'ai' ? this.turnText() : '');
     if (this.silenceMs >= delay) {
       this.turnSilenceMs = delay;
       this.endTurn();
@@ -339,8 +342,8 @@ export class CallSession {
   private checkBargeIn(): void {
     if (this.agent === 'thinking') return;
     if (!this.spec.allowInterruptions) return;
-    const text = this.turnText();
     if (this.bargeMs < interruptDelayMs(this.spec.interruptSensitivity)) return;
+    const text = this.turnText();
     if (this.spec.mode === 'pipeline') {
       if (this.spec.minInterruptWords && wordCount(text) < this.spec.minInterruptWords) return;
       if (text && isBackchannel(text)) {
