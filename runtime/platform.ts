@@ -4,6 +4,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { createApiKeyService } from './apiKeys/service.js';
 import { createAuthService } from './auth/service.js';
+import { TokenCache } from './auth/tokenCache.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './store/embedded.js';
@@ -189,9 +190,10 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       if (row) await index.indexCall({ id: row.id, userId: row.user_id, assistantId: row.assistant_id, campaignId: row.campaign_id, status: row.status, type: row.type, clientPhoneNumber: row.client_phone_number, createdAt: row.created_at, transcript: row.transcript });
     },
   });
+  const tokens = new TokenCache(Date.now);
   const services: Services = {
-    auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs }),
-    apiKeys: createApiKeyService({ pool: db, logger }),
+    auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs, tokens }),
+    apiKeys: createApiKeyService({ pool: db, logger, tokens }),
     admin: createAdminService({ pool: db, logger }),
     knowledge,
     tools: createToolService({ pool: db, logger }),

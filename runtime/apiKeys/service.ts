@@ -1,6 +1,7 @@
 import type { DatabasePool } from 'slonik';
 import { deleteToken, insertToken, listTokens } from '../auth/repository.js';
 import { newToken, tokenDigest } from '../auth/secrets.js';
+import type { TokenCache } from '../auth/tokenCache.js';
 import { PlatformError } from '../errors.js';
 import type { Logger } from '../logger.js';
 
@@ -11,7 +12,7 @@ export interface ApiKeySummary {
   readonly created_at: string;
 }
 
-export function createApiKeyService({ pool, logger }: { pool: DatabasePool; logger: Logger }) {
+export function createApiKeyService({ pool, logger, tokens }: { pool: DatabasePool; logger: Logger; tokens: TokenCache }) {
   return {
     /** The token is in this result only; afterwards only its digest exists. */
     async create(userId: number, name: string): Promise<{ id: number; name: string; token: string; created_at: string }> {
@@ -29,6 +30,7 @@ export function createApiKeyService({ pool, logger }: { pool: DatabasePool; logg
     /** @throws PlatformError `api_key_not_found` for unknown ids and other users' keys. */
     async remove(userId: number, id: number): Promise<void> {
       if (!(await deleteToken(pool, userId, id, 'api_key'))) throw new PlatformError('api_key_not_found');
+      tokens.forget(id);
       logger.info({ userId, apiKeyId: id }, 'api key deleted');
     },
   };

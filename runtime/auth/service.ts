@@ -4,6 +4,7 @@ import type { Logger } from '../logger.js';
 import { isoTimestamp } from '../time.js';
 import { findCredentialsByEmail, findUserById, insertUser, type UserRow } from '../users/repository.js';
 import { deleteToken, findLiveToken, insertToken, touchToken } from './repository.js';
+import { TokenCache } from './tokenCache.js';
 import { DUMMY_PASSWORD_HASH, hashPassword, newToken, sameDigest, tokenDigest, verifyPassword, type TokenKind } from './secrets.js';
 
 /** Who is calling: the user and the token they used. */
@@ -26,6 +27,7 @@ export interface AuthServiceDeps {
   readonly logger: Logger;
   /** Session token lifetime in milliseconds. */
   readonly sessionTtlMs: number;
+  readonly tokens: TokenCache;
   readonly now?: () => number;
 }
 
@@ -33,7 +35,7 @@ export function publicUser(row: UserRow): PublicUser {
   return { id: row.id, name: row.name, email: row.email, balance: row.balance, created_at: row.created_at };
 }
 
-export function createAuthService({ pool, logger, sessionTtlMs, now = Date.now }: AuthServiceDeps) {
+export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Date.now }: AuthServiceDeps) {
   async function issueSession(userId: number): Promise<{ token: string; expiresAt: string }> {
     const token = newToken('session');
     const expiresAt = isoTimestamp(now() + sessionTtlMs);
@@ -74,18 +76,32 @@ export function createAuthService({ pool, logger, sessionTtlMs, now = Date.now }
         });
       }
       await deleteToken(pool, principal.userId, principal.tokenId, 'session');
+      tokens.forget(principal.tokenId);
     },
 
     /** Resolves a bearer token; undefined for unknown, expired or revoked tokens. */
     async authenticate(token: string): Promise<Principal | undefined> {
       if (token.length > 200) return undefined;
       const digest = tokenDigest(token);
+      const touch = (tokenId: number) => touchToken(pool, tokenId).catch((error: unknown) => logger.warn({ err: error, tokenId }, 'could not record token use'));
+      const cached = tokens.get(digest);
+      if (cached) {
+        if (cached.lastUsedAt < now() - 60_000) {
+          cached.lastUsedAt = now();
+          void touch(cached.principal.tokenId);
+        }
+        return cached.principal;
+      }
       const row = await findLiveToken(pool, digest);
       if (!row || !sameDigest(row.token_digest, digest)) return undefined;
-      if (row.last_used_at === null || Date.parse(row.last_used_at) < now() - 60_000) {
-        touchToken(pool, row.id).catch((error: unknown) => logger.warn({ err: error, tokenId: row.id }, 'could not record token use'));
+      let lastUsedAt = row.last_used_at === null ? 0 : Date.parse(row.last_used_at);
+      if (lastUsedAt < now() - 60_000) {
+        lastUsedAt = now();
+        void touch(row.id);
       }
-      return { userId: row.user_id, tokenId: row.id, tokenKind: row.kind };
+      const principal: Principal = { userId: row.user_id, tokenId: row.id, tokenKind: row.kind };
+      tokens.set(digest, principal, row.expires_at === null ? null : Date.parse(row.expires_at), lastUsedAt);
+      return principal;
     },
 
     /** @throws PlatformError `unauthenticated` when the user behind a live token is gone. */
