@@ -1,12 +1,21 @@
 /**
  * CPU-heavy extraction stays off the event loop: while a 300-page PDF is extracted, chunked,
- * embedded and indexed, the p99 event-loop delay stays under 50 ms, no single stall approaches
- * what blocking work would cause, and requests keep being answered.
+ * embedded and indexed, the loop is busy less than half the time, the p99 event-loop delay stays
+ * under 50 ms (judged when the host's CPU steal is low), no single stall approaches what blocking
+ * work would cause, and requests keep being answered.
  */
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { readFile } from 'node:fs/promises';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import t from 'tap';
 import { makePdf } from './fixtures/pdf.js';
 import { startTestPlatform } from './helpers/platform.js';
+
+/** Total and steal jiffies of all CPUs (Linux /proc/stat), or undefined elsewhere. */
+async function cpuTimes(): Promise<{ total: number; steal: number } | undefined> {
+  const fields = ((await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  return fields.length >= 8 ? { total: fields.reduce((a, b) => a + b, 0), steal: fields[7]! } : undefined;
+}
+const stealShare = (a?: { total: number; steal: number }, b?: { total: number; steal: number }) => (a && b && b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : undefined);
 
 const api = await startTestPlatform(t, { workerPoolSize: 1 });
 const user = await api.user();
@@ -46,6 +55,8 @@ t.test('event loop stays responsive during extraction', async (t) => {
   // Measured from the answer on: the test's own encoding of the upload shares this event loop.
   const histogram = monitorEventLoopDelay({ resolution: 5 });
   histogram.enable();
+  const utilizationBefore = performance.eventLoopUtilization();
+  const cpuBefore = await cpuTimes();
   let status = 'processing';
   let answered = 0;
   while (status === 'processing') {
@@ -55,11 +66,18 @@ t.test('event loop stays responsive during extraction', async (t) => {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   histogram.disable();
+  const utilization = performance.eventLoopUtilization(utilizationBefore).utilization;
+  const steal = stealShare(cpuBefore, await cpuTimes());
   t.equal(status, 'active');
+  t.comment(`event loop busy ${(utilization * 100).toFixed(0)}% of the time; host CPU steal ${steal === undefined ? 'unknown' : `${(steal * 100).toFixed(0)}%`}`);
+  t.ok(utilization < 0.5, `the event loop was busy ${(utilization * 100).toFixed(0)}% of the time, under half`);
   const maxMs = histogram.max / 1e6;
   t.comment(`event loop delay during ingestion: p99 ${(histogram.percentile(99) / 1e6).toFixed(1)} ms, max ${maxMs.toFixed(1)} ms over ${answered} polls`);
   const p99Ms = histogram.percentile(99) / 1e6;
-  t.ok(p99Ms < 50, `p99 event loop delay ${p99Ms.toFixed(1)} ms is under 50 ms`);
+  // Delay also counts the time the host ran other machines' work (steal); beyond a little of it the
+  // figure says nothing of this code, and the busy share above is the proof that remains.
+  if (steal === undefined || steal < 0.1) t.ok(p99Ms < 50, `p99 event loop delay ${p99Ms.toFixed(1)} ms is under 50 ms`);
+  else t.comment(`p99 event loop delay ${p99Ms.toFixed(1)} ms not judged: the host took ${(steal * 100).toFixed(0)}% of the CPU meanwhile`);
   // The maximum also counts garbage collection and the scheduler sharing two cores with the
   // worker, PostgreSQL and another test file (30 ms alone, 120-400 ms on a loaded machine); work
   // done on the event loop itself showed as 770 ms and more before it moved to the pool.
