@@ -1,12 +1,14 @@
 /**
  * Every benchmark, run for a moment at tiny sizes, so the benchmark code cannot rot: the call
  * listing (seed, filters, search, cursor), concurrent calls (phones process, loopback carrier,
- * measurements), REST and extraction (as the scripts `npm run bench` runs).
+ * measurements), text chat (messages and idle widget sockets), REST and extraction (as the scripts
+ * `npm run bench` runs).
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { formatCalls, histogramQuantile, runCallsBench } from '../bench/calls.js';
+import { formatChat, runChatBench } from '../bench/chat.js';
 import { formatListing, runListingBench } from '../bench/listing.js';
 import { freshDatabase } from './helpers/database.js';
 
@@ -34,6 +36,15 @@ t.test('calls benchmark', async (t) => {
   t.equal(histogramQuantile(before, after, 0.5), 1, 'the median at the top of the first bucket');
   t.equal(histogramQuantile(before, after, 0.75), 3, 'interpolated within the second bucket');
   t.ok(Number.isNaN(histogramQuantile(after, after, 0.5)), 'nothing observed between the readings');
+});
+
+t.test('chat benchmark', async (t) => {
+  const result = await runChatBench({ seconds: 1, sockets: 20, config: { databaseUrl: await freshDatabase() } });
+  t.ok(result.messagesPerSecond > 0, 'messages answered');
+  t.equal(result.errors, 0);
+  t.equal(result.sockets, 20, 'every idle widget socket opened');
+  t.ok(result.p99 >= result.p50);
+  t.match(formatChat(result), /^\| \d+ \| [\d.]+ \| [\d.]+ \| 0 \| 20 \| -?[\d.]+ \|$/m);
 });
 
 t.test('REST and extraction benchmark scripts', async (t) => {
