@@ -74,13 +74,28 @@ export const object = (props: Record<string, Rule>, options: Presence = {}): Rul
   ...presence(options),
 });
 
+/** Most keys and longest string value of a `record` (assistant, conversation and call variables). */
+export const RECORD_MAX_KEYS = 100;
+export const RECORD_MAX_VALUE_LENGTH = 10_000;
+
 /**
- * An object with string keys (letters, digits, underscores) such as assistant variables. Values
- * are checked by the caller, which can word one message per key.
+ * An object with string keys (letters, digits, underscores) and scalar values, such as the
+ * variables substituted into prompts: each value a string (at most 10,000 characters), number or
+ * boolean, reported per key (`variables.city`); at most 100 keys.
  */
 export const record = (options: Presence = {}): Rule => ({
   type: 'record',
   key: { type: 'string', min: 1, max: 64, pattern: /^[A-Za-z_][A-Za-z0-9_]*$/ },
   value: { type: 'any' },
+  custom(value: unknown, errors: Array<Record<string, unknown>>, _schema: unknown, path: string) {
+    if (value === null || typeof value !== 'object') return value;
+    const entries = Object.entries(value);
+    if (entries.length > RECORD_MAX_KEYS) errors.push({ type: 'recordMaxKeys', expected: RECORD_MAX_KEYS });
+    for (const [key, item] of entries) {
+      const scalar = typeof item === 'number' || typeof item === 'boolean' || (typeof item === 'string' && item.length <= RECORD_MAX_VALUE_LENGTH);
+      if (!scalar) errors.push({ type: 'recordValue', field: `${path}.${key}`, actual: item });
+    }
+    return value;
+  },
   ...presence(options),
 });

@@ -42,6 +42,8 @@ const laravelMessages: Record<string, string> = {
   uuid: 'The {field} must be a valid UUID.',
   date: 'The {field} is not a valid date.',
   record: 'The {field} must be an object.',
+  recordValue: 'The {field} must be a string, number or boolean.',
+  recordMaxKeys: 'The {field} may not have more than {expected} keys.',
 };
 
 /**
@@ -86,26 +88,42 @@ interface RuleObject {
   items?: ValidationRule;
 }
 
-/**
- * fastest-validator lets `null` through any optional rule; here `null` is only valid where the rule
- * says `nullable: true`, so an update cannot null a required column.
- */
-function rejectNulls(rules: Record<string, ValidationRule>, value: unknown, prefix: string, errors: FieldErrors): void {
+type FieldVisitor = (record: Record<string, unknown>, key: string, rule: RuleObject, path: string) => void;
+
+/** Calls `visit` for each key of `value` that `rules` describes, in nested objects and arrays of objects too. */
+function eachField(rules: Record<string, ValidationRule>, value: unknown, prefix: string, visit: FieldVisitor): void {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
   const record = value as Record<string, unknown>;
   for (const [key, rule] of Object.entries(rules)) {
     if (key.startsWith('$$') || typeof rule !== 'object' || Array.isArray(rule)) continue;
     const path = prefix === '' ? key : `${prefix}.${key}`;
     const object = rule as RuleObject;
+    visit(record, key, object, path);
     const field = record[key];
-    if (field === null && object.optional && !object.nullable) {
-      (errors[path] ??= []).push(typeMessage(rule, attributeName(path)));
-    } else if (object.type === 'object' && object.props) {
-      rejectNulls(object.props, field, path, errors);
+    if (object.type === 'object' && object.props) {
+      eachField(object.props, field, path, visit);
     } else if (object.type === 'array' && Array.isArray(field) && typeof object.items === 'object' && (object.items as RuleObject).props) {
-      field.forEach((item, index) => rejectNulls((object.items as RuleObject).props!, item, `${path}.${index}`, errors));
+      field.forEach((item, index) => eachField((object.items as RuleObject).props!, item, `${path}.${index}`, visit));
     }
   }
+}
+
+/**
+ * An empty string in a nullable field means "no value", as in Laravel (forms send empty inputs as
+ * ""): it becomes `null` before the rules run, so an optional description may be left blank.
+ */
+const blankToNull: FieldVisitor = (record, key, rule) => {
+  if (rule.nullable && record[key] === '') record[key] = null;
+};
+
+/**
+ * fastest-validator lets `null` through any optional rule; here `null` is only valid where the rule
+ * says `nullable: true`, so an update cannot null a required column.
+ */
+function nullRejecter(errors: FieldErrors): FieldVisitor {
+  return (record, key, rule, path) => {
+    if (record[key] === null && rule.optional && !rule.nullable) (errors[path] ??= []).push(typeMessage(rule as ValidationRule, attributeName(path)));
+  };
 }
 
 export interface CompiledSchema<T> {
@@ -130,6 +148,7 @@ export function compileSchema<T>(schema: ValidationSchema, options: SchemaOption
   const rules = schema as Record<string, ValidationRule>;
   const run = ((input: unknown): T => {
     const value = input !== null && typeof input === 'object' && !Array.isArray(input) ? input : {};
+    eachField(rules, value, '', blankToNull);
     const result = check(value) as true | FvError[];
     const errors: FieldErrors = {};
     if (result !== true) {
@@ -140,7 +159,7 @@ export function compileSchema<T>(schema: ValidationSchema, options: SchemaOption
         if (!list.includes(message)) list.push(message);
       }
     }
-    rejectNulls(rules, value, '', errors);
+    eachField(rules, value, '', nullRejecter(errors));
     if (Object.keys(errors).length > 0) throw new ValidationError(errors, options.message);
     return value as T;
   }) as CompiledSchema<T>;

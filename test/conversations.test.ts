@@ -1,7 +1,8 @@
 /**
  * Text conversations over HTTP with a local fake of an OpenAI-compatible API:
  * 1. create: variables merged over the assistant's and rendered into the initial message (unknown
- *    placeholders empty); history holds it; unknown assistant 404; `api` needs the owner's token.
+ *    placeholders empty); history holds it; unknown assistant 404; `api` needs the owner's token;
+ *    variables must be scalars; a malformed id is not found.
  * 2. a reply from the model; the system prompt carries the rendered variables; temperature passed.
  * 3. a mid-call tool round trip: the model calls it, the tool endpoint gets the arguments, the model
  *    gets the result, and history keeps {name, arguments, result}.
@@ -87,6 +88,14 @@ t.test('create and reply', async (t) => {
   t.same([unknown.status, unknown.body], [404, { status: false, error: 'Assistant not found' }]);
   t.same((await api.request('GET', '/conversations/00000000-0000-4000-8000-000000000000')).body, { status: false, error: 'Conversation not found' });
   t.same((await say('not-a-uuid', 'hi')).body, { status: false, error: 'Conversation not found' });
+  for (const malformed of ['-'.repeat(36), 'f'.repeat(36)]) {
+    const found = await api.request('GET', `/conversations/${malformed}`);
+    t.same([found.status, found.body], [404, { status: false, error: 'Conversation not found' }], `${malformed} names no conversation`);
+  }
+  const nested = await start(bot.uuid, { variables: { name: { first: 'Ada' }, city: 'Rome' } });
+  t.same([nested.status, nested.body.errors], [422, { 'variables.name': ['The variables.name must be a string, number or boolean.'] }]);
+  const many = await start(bot.uuid, { variables: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`v${i}`, i])) });
+  t.same(many.body.errors, { variables: ['The variables may not have more than 100 keys.'] });
   const invalid = await api.request('POST', `/conversations/${created.body.conversation_id}/messages`, { body: { message: 'x'.repeat(2001) } });
   t.same(invalid.body.errors, { message: ['The message may not be greater than 2000 characters.'] });
   t.equal((await start(bot.uuid, { type: 'api' })).status, 422, 'api type needs the owner token');

@@ -168,12 +168,6 @@ export function checkSettings(catalog: Catalog, s: AssistantSettings): FieldErro
   });
   const names = s.post_call_schema.map((field) => field.name);
   if (new Set(names).size !== names.length) add('post_call_schema', 'The post call schema names must be unique.');
-  for (const [key, item] of Object.entries(s.variables)) {
-    if (!['string', 'number', 'boolean'].includes(typeof item) || (typeof item === 'string' && item.length > 10_000)) {
-      add(`variables.${key}`, `The ${label(`variables.${key}`)} must be a string, number or boolean.`);
-    }
-  }
-  if (Object.keys(s.variables).length > 100) add('variables', 'The variables may not have more than 100 keys.');
   return errors;
 }
 

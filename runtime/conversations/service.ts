@@ -43,11 +43,14 @@ export function listItem(row: ConversationListRow) {
   };
 }
 
+/** Whether `id` can name a conversation (anything else is not found, never a database error). */
+const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
+
 const balanceQuery = (userId: number) => sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`;
 
 export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
   async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantRow }> {
-    const conversation = /^[0-9a-f-]{36}$/i.test(id) ? await findConversation(pool, id) : null;
+    const conversation = isUuid(id) ? await findConversation(pool, id) : null;
     if (!conversation) throw new PlatformError('conversation_not_found');
     const assistant = conversation.assistant_id === null ? null : await findAssistant(pool, conversation.user_id, conversation.assistant_id);
     if (!assistant) throw new PlatformError('assistant_not_found');
@@ -94,7 +97,7 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
     },
 
     async history(id: string): Promise<HistoryMessage[]> {
-      const conversation = /^[0-9a-f-]{36}$/i.test(id) ? await findConversation(pool, id) : null;
+      const conversation = isUuid(id) ? await findConversation(pool, id) : null;
       if (!conversation) throw new PlatformError('conversation_not_found');
       return historyOf(await listMessages(pool, id));
     },
@@ -111,7 +114,7 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
 
     /** The owner takes a conversation over by hand (AI off) or hands it back. */
     async setAiEnabled(userId: number, id: string, enabled: boolean) {
-      const row = /^[0-9a-f-]{36}$/i.test(id) ? await setAiEnabled(pool, userId, id, enabled) : null;
+      const row = isUuid(id) ? await setAiEnabled(pool, userId, id, enabled) : null;
       if (!row) throw new PlatformError('conversation_not_found');
       return row;
     },
