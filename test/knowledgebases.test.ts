@@ -155,6 +155,16 @@ t.test('section 7 rows and content checks', async (t) => {
   t.equal(kbMissingInvalid.status, 404);
   const kbGone = await api.request('PUT', `/user/knowledgebases/999999/documents/${doc}`, { token: alice.token, body: { name: 'x' } });
   t.same(kbGone.body, { error: 'Knowledgebase not found.' });
+  for (const method of ['GET', 'PUT', 'DELETE'] as const) {
+    const both = await api.request(method, '/user/knowledgebases/999999/documents/abc', { token: alice.token, body: method === 'PUT' ? { name: 'x' } : undefined });
+    t.same([both.status, both.body], [404, { error: 'Knowledgebase not found.' }], `${method}: a missing knowledgebase is named before a malformed document id`);
+  }
+  const malformed = await api.request('GET', `/user/knowledgebases/${kb}/documents/abc`, { token: alice.token });
+  t.same([malformed.status, malformed.body], [404, { error: 'Document not found.' }]);
+  const blank = await api.request('PUT', `/user/knowledgebases/${kb}/documents/${doc}`, { token: alice.token, body: { description: '' } });
+  t.same([blank.status, blank.body.data?.description], [200, null], 'a blank optional description is no description');
+  const blankForm = await upload(kb, { name: 'Blank', type: 'txt', description: '' }, { name: 'blank.txt', bytes: new TextEncoder().encode('hello') });
+  t.same([blankForm.status, blankForm.body.data?.description], [201, null], 'an empty form field for the description is accepted');
 });
 
 t.test('deleting documents and knowledgebases', async (t) => {

@@ -13,6 +13,15 @@ export function idParam(req: ApiRequest, name: string, notFound: ErrorCode): num
   return id;
 }
 
+/**
+ * The id of a resource nested under another (`/knowledgebases/:id/documents/:documentId`): one that
+ * cannot name a row is 0, which matches none, so the parent's not-found still answers first.
+ */
+export function childIdParam(req: ApiRequest, name: string): number {
+  const raw = req.params[name] ?? '';
+  return /^\d{1,15}$/.test(raw) ? Number(raw) : 0;
+}
+
 /** The principal of a route declared with `auth: 'user'`. */
 export function userId(req: ApiRequest): number {
   if (!req.principal) throw new PlatformError('unauthenticated');

@@ -8,7 +8,7 @@ import {
   updateDocumentSchema,
   updateKnowledgebaseSchema,
 } from '../../schemas/knowledge.js';
-import { idParam, userId } from '../http/params.js';
+import { childIdParam, idParam, userId } from '../http/params.js';
 import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
 
 const tag = 'Knowledgebases';
@@ -147,7 +147,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       summary: 'Get a document (poll this until processing ends)',
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
-        const id = idParam(req, 'documentId', 'document_not_found');
+        const id = childIdParam(req, 'documentId');
         return json(200, { data: await knowledge.getDocument(userId(req), knowledgebaseId, id) });
       },
     },
@@ -161,7 +161,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       requestSchema: updateDocumentSchema.schema,
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
-        const id = idParam(req, 'documentId', 'document_not_found');
+        const id = childIdParam(req, 'documentId');
         const doc = await knowledge.updateDocument(userId(req), knowledgebaseId, id, () => updateDocumentSchema(req.body));
         const { created_at: _c, error: _e, ...data } = doc;
         return json(200, { message: 'Document updated successfully.', data });
@@ -177,7 +177,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       summary: 'Delete a document, its processed content and embeddings',
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
-        const id = idParam(req, 'documentId', 'document_not_found');
+        const id = childIdParam(req, 'documentId');
         await knowledge.deleteDocument(userId(req), knowledgebaseId, id);
         return json(200, { message: 'Document deleted successfully.' });
       },
