@@ -7,7 +7,8 @@
  * 2. a receiver that keeps failing is given up after the last attempt (status failed).
  * 3. restricted to completed calls: nothing is queued for a failed or unanswered call; nothing
  *    without an active webhook.
- * 4. disabling the webhook cancels pending deliveries; redeliver sends one again.
+ * 4. disabling the webhook cancels pending deliveries, and one whose attempt is in flight is not
+ *    retried; redeliver sends one again.
  * 5. deliveries queued while no server ran are sent by the next one to start.
  * 6. secret and rotation; deliveries list filters; other users' deliveries are 404.
  */
@@ -153,6 +154,28 @@ t.test('what is not queued, and disabling cancels', async (t) => {
   await api.request('POST', '/user/assistants/disable-webhook', { token: user.token, body: { assistant_id: user.assistantId } });
   const statusesAfter = (await api.request('GET', '/user/webhook-deliveries', { token: user.token })).body.data.map((d: { status: string }) => d.status).sort();
   t.same(statusesAfter, ['cancelled', 'delivered'], 'the pending delivery was cancelled, the sent one kept');
+});
+
+t.test('disabling during an attempt: the delivery is not retried', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let arrived!: () => void;
+  const inFlight = new Promise<void>((resolve) => (arrived = resolve));
+  site.route('/held', () => (arrived(), { status: 500, type: 'text/plain', body: 'down', heldUntil: held }));
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}/held` } });
+  t.ok((await endCall(api.databaseUrl, user.id, user.assistantId)).queued);
+  api.platform.runtime.wakeWebhooks();
+  await inFlight;
+  const disabled = await api.request('POST', '/user/assistants/disable-webhook', { token: user.token, body: { assistant_id: user.assistantId } });
+  t.equal(disabled.status, 200);
+  release();
+  const settled = await until(async () => {
+    const [delivery] = (await api.request('GET', '/user/webhook-deliveries', { token: user.token })).body.data;
+    return delivery.last_status_code === 500 ? delivery : undefined;
+  });
+  t.match(settled, { status: 'cancelled', attempts: 1 }, 'the failed attempt is recorded and nothing more is tried');
 });
 
 t.test('deliveries queued with no server running are sent by the next one', async (t) => {

@@ -78,11 +78,14 @@ export async function enqueueCallEnded(db: CommonQueryMethods, callId: number, r
   return true;
 }
 
-/** Disabling a webhook stops what has not been sent yet. */
+/**
+ * Disabling a webhook stops what has not been delivered yet: waiting deliveries, and one whose
+ * attempt is in flight, which stays cancelled unless that attempt succeeds (it is never retried).
+ */
 export async function cancelPendingDeliveries(db: CommonQueryMethods, userId: number, assistantId: number): Promise<number> {
   const result = await db.query(sql.unsafe`
-    UPDATE webhook_deliveries SET status = 'cancelled', updated_at = now()
-    WHERE user_id = ${userId} AND assistant_id = ${assistantId} AND status = 'pending'`);
+    UPDATE webhook_deliveries SET status = 'cancelled', lease_expires_at = NULL, updated_at = now()
+    WHERE user_id = ${userId} AND assistant_id = ${assistantId} AND status IN ('pending', 'delivering')`);
   return result.rowCount;
 }
 
@@ -203,19 +206,20 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
     const exhausted = delivery.attempts >= delays.length;
     const jitter = 0.8 + Math.random() * 0.4;
     const delayMs = Math.round((delays[delivery.attempts - 1] ?? delays[delays.length - 1]!) * jitter);
-    await pool.transaction(async (tx) => {
-      await tx.query(sql.unsafe`
+    const status = await pool.transaction(async (tx) => {
+      const status = await tx.oneFirst(sql.type(z.object({ status: z.string() }))`
         UPDATE webhook_deliveries SET
-          status = ${delivered ? 'delivered' : exhausted ? 'failed' : 'pending'},
+          status = CASE WHEN ${delivered} THEN 'delivered' WHEN status = 'cancelled' THEN 'cancelled' WHEN ${exhausted} THEN 'failed' ELSE 'pending' END,
           next_attempt_at = CASE WHEN ${delivered || exhausted} THEN next_attempt_at ELSE now() + ${delayMs} * interval '1 millisecond' END,
           lease_expires_at = NULL, last_status_code = ${statusCode}, last_error = ${error}, last_response = ${response}, updated_at = now()
-        WHERE id = ${delivery.id}`);
+        WHERE id = ${delivery.id} RETURNING status`);
       if (delivery.call_id !== null) {
         const webhookResponse = statusCode !== null ? { status: statusCode, body: response } : { status: null, error };
         await tx.query(sql.unsafe`UPDATE calls SET webhook_response = ${sql.jsonb(webhookResponse as never)}, updated_at = now() WHERE id = ${delivery.call_id}`);
       }
+      return status;
     });
-    const outcome = delivered ? 'delivered' : exhausted ? 'failed' : 'retry';
+    const outcome = status === 'delivered' ? 'delivered' : status === 'pending' ? 'retry' : 'failed';
     options.onAttempt?.(outcome);
     logger.info({ deliveryId: delivery.delivery_id, attempt: delivery.attempts, statusCode, outcome }, 'webhook attempt');
   }

@@ -6,7 +6,15 @@ import type { Test } from 'tap';
  * A small website on an ephemeral loopback port for crawling tests. Each route is a function
  * returning status, content type and body; every request is recorded.
  */
-export type Page = { status?: number; type?: string; body?: string | Buffer; headers?: Record<string, string>; delayMs?: number };
+export type Page = {
+  status?: number;
+  type?: string;
+  body?: string | Buffer;
+  headers?: Record<string, string>;
+  delayMs?: number;
+  /** The response is held until this settles (a request kept in flight while the test acts). */
+  heldUntil?: Promise<unknown>;
+};
 
 export interface TestSite {
   readonly origin: string;
@@ -25,7 +33,8 @@ export async function startSite(t: Test): Promise<TestSite> {
       res.writeHead(page.status ?? 200, { 'content-type': page.type ?? 'text/html; charset=utf-8', ...page.headers });
       res.end(page.body ?? '');
     };
-    if (page.delayMs) setTimeout(send, page.delayMs).unref();
+    if (page.heldUntil) void page.heldUntil.finally(send);
+    else if (page.delayMs) setTimeout(send, page.delayMs).unref();
     else send();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
