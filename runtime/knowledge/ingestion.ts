@@ -86,7 +86,13 @@ export function createIngestion(options: IngestionOptions) {
       { userId: job.user_id, knowledgebaseId: job.knowledgebase_id, documentId: job.document_id, language: job.language ?? undefined, embeddingModel: embedder.model },
       indexed,
     );
-    await pool.transaction((tx) => completeJob(tx, job));
+    if (!(await pool.transaction((tx) => completeJob(tx, job)))) {
+      // Deleted while it was being indexed: the delete may have cleared the index before these
+      // chunks arrived, so they are removed here rather than left searchable-but-hidden.
+      await index.deleteDocument(job.user_id, job.document_id);
+      logger.info({ documentId: job.document_id }, 'document deleted during ingestion; its chunks removed');
+      return;
+    }
     logger.info({ documentId: job.document_id, chunks: chunks.length, attempt: job.attempts }, 'document ingested');
   }
 

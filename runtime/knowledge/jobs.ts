@@ -47,11 +47,12 @@ export async function renewLease(db: CommonQueryMethods, jobId: number, leaseMs:
     WHERE id = ${jobId} AND status = 'running'`);
 }
 
-/** Final success: document active, job done, knowledgebase status recomputed. */
-export async function completeJob(db: CommonQueryMethods, job: ClaimedJob): Promise<void> {
+/** Final success: document active, job done, knowledgebase status recomputed; false when the document is gone. */
+export async function completeJob(db: CommonQueryMethods, job: ClaimedJob): Promise<boolean> {
   await db.query(sql.unsafe`UPDATE document_jobs SET status = 'done', lease_expires_at = NULL, last_error = NULL, updated_at = now() WHERE id = ${job.id}`);
-  await db.query(sql.unsafe`UPDATE documents SET status = 'active', error = NULL, updated_at = now() WHERE id = ${job.document_id}`);
+  const updated = await db.query(sql.unsafe`UPDATE documents SET status = 'active', error = NULL, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
+  return updated.rowCount > 0;
 }
 
 /** Final failure: document failed with a message for the user. */

@@ -1,0 +1,77 @@
+/**
+ * A document deleted while its chunks are being written to the search index leaves nothing
+ * behind there: the delete may clear the index before the chunks arrive (as with Elasticsearch,
+ * which has no foreign key to cascade), so ingestion removes them once it finds the document gone.
+ * The index here keeps chunks by document as an external index does; the rest is the real worker
+ * pool, local embedder and database.
+ */
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { createCrawler } from '../runtime/knowledge/crawler.js';
+import { createLocalEmbedder } from '../runtime/knowledge/embedder.js';
+import { createIngestion } from '../runtime/knowledge/ingestion.js';
+import { createLogger } from '../runtime/logger.js';
+import { createOutboundFetch } from '../runtime/net/outbound.js';
+import type { IndexedChunk, SearchIndex } from '../runtime/search/types.js';
+import { createDatabasePool } from '../runtime/store/pool.js';
+import { createWorkerPool } from '../runtime/workers.js';
+import { freshDatabase, withClient } from './helpers/database.js';
+
+t.test('chunks of a document deleted during indexing are removed', async (t) => {
+  const databaseUrl = await freshDatabase();
+  const dataDir = await mkdtemp(join(tmpdir(), 'ap-delete-race-'));
+  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 4 });
+  const workers = createWorkerPool(1);
+  t.teardown(async () => {
+    await workers.close();
+    await pool.end();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  await mkdir(join(dataDir, 'uploads'));
+  await writeFile(join(dataDir, 'uploads', 'faq.txt'), 'Refunds take five working days.\n\nShipping is free above fifty euros.');
+  const documentId = await withClient(databaseUrl, async (db) => {
+    const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
+    const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
+    const doc = (await db.query(
+      `INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, 'FAQ', 'txt', '{"path": "uploads/faq.txt"}') RETURNING id`,
+      [kb, user],
+    )).rows[0].id;
+    await db.query(`INSERT INTO document_jobs (document_id) VALUES ($1)`, [doc]);
+    return Number(doc);
+  });
+
+  const stored = new Map<number, readonly IndexedChunk[]>();
+  let indexed!: () => void;
+  const indexing = new Promise<void>((resolve) => (indexed = resolve));
+  const index = {
+    name: 'elasticsearch',
+    async replaceDocument(document, chunks) {
+      // The user's delete lands (and clears the index) while the chunks are on their way.
+      await withClient(databaseUrl, (db) => db.query('DELETE FROM documents WHERE id = $1', [document.documentId]));
+      stored.set(document.documentId, chunks);
+      indexed();
+    },
+    async deleteDocument(_userId, id) {
+      stored.delete(id);
+    },
+  } as Pick<SearchIndex, 'name' | 'replaceDocument' | 'deleteDocument'> as SearchIndex;
+
+  const ingestion = createIngestion({
+    pool,
+    workers,
+    embedder: createLocalEmbedder(workers),
+    index,
+    crawler: createCrawler({ fetch: createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }), workers }),
+    dataDir,
+    logger: createLogger('silent'),
+    concurrency: 1,
+    leaseMs: 60_000,
+  });
+  ingestion.start();
+  await indexing;
+  await ingestion.stop();
+  t.notOk(stored.has(documentId), 'no chunk of the deleted document is left in the index');
+});
