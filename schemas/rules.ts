@@ -35,9 +35,19 @@ export function text(options: Presence & { max?: number; min?: number; pattern?:
   return rule;
 }
 
+/**
+ * Integers without limits of their own (ids, pages) stay within what JavaScript holds exactly,
+ * which is also inside PostgreSQL's bigint: a larger one is a 422, not an out-of-range query.
+ */
+const INTEGER_LIMIT = Number.MAX_SAFE_INTEGER;
+
 function range(type: 'integer' | 'number', options: Presence & { min?: number; max?: number }): Rule {
   const rule: Rule = { type: 'number', convert: true, ...presence(options) };
-  if (type === 'integer') rule.integer = true;
+  if (type === 'integer') {
+    rule.integer = true;
+    rule.min = -INTEGER_LIMIT;
+    rule.max = INTEGER_LIMIT;
+  }
   if (options.min !== undefined) rule.min = options.min;
   if (options.max !== undefined) rule.max = options.max;
   if (options.min !== undefined && options.max !== undefined) {

@@ -126,6 +126,24 @@ function nullRejecter(errors: FieldErrors): FieldVisitor {
   };
 }
 
+/**
+ * PostgreSQL text and jsonb cannot hold U+0000, so a string (or key) with one anywhere in what was
+ * accepted is a 422 naming it, instead of a failed insert.
+ */
+function rejectNulCharacters(value: unknown, path: string, errors: FieldErrors): void {
+  if (typeof value === 'string') {
+    if (value.includes('\u0000')) (errors[path] ??= []).push(`The ${attributeName(path)} must not contain null characters.`);
+  } else if (Array.isArray(value)) {
+    value.forEach((item, index) => rejectNulCharacters(item, path === '' ? String(index) : `${path}.${index}`, errors));
+  } else if (value !== null && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      const at = path === '' ? key : `${path}.${key}`;
+      if (key.includes('\u0000')) (errors[at] ??= []).push(`The ${attributeName(at)} must not contain null characters.`);
+      else rejectNulCharacters(item, at, errors);
+    }
+  }
+}
+
 export interface CompiledSchema<T> {
   /** The schema as written, for the OpenAPI document. */
   readonly schema: ValidationSchema;
@@ -160,6 +178,7 @@ export function compileSchema<T>(schema: ValidationSchema, options: SchemaOption
       }
     }
     eachField(rules, value, '', nullRejecter(errors));
+    rejectNulCharacters(value, '', errors);
     if (Object.keys(errors).length > 0) throw new ValidationError(errors, options.message);
     return value as T;
   }) as CompiledSchema<T>;
