@@ -79,6 +79,7 @@ export function conversationSocket(
       const { type, text } = (frame ?? {}) as { type?: unknown; text?: unknown };
       if (type !== 'message') return fail('Unknown frame type; send {"type": "message", "text": "..."}.');
       if (typeof text !== 'string' || text.trim() === '' || text.length > 2000) return fail('The text must be 1 to 2000 characters.');
+      if (text.includes('\u0000')) return fail('The text must not contain null characters.');
       for (const key of [`ip:${data.ip}`, `conversation:${data.conversationId}`]) {
         const verdict = deps.limiter.take(key);
         if (!verdict.ok) return fail(`Too many messages. Try again in ${verdict.retryAfterSeconds} seconds.`);

@@ -66,10 +66,12 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
       } catch {
         return;
       }
+      // Anyone can open this socket: whatever is not an object with the expected fields is ignored.
+      if (message === null || typeof message !== 'object') return;
       switch (message.event) {
         case 'start': {
           if (data.session) return;
-          const params = message.start?.customParameters ?? {};
+          const params = (typeof message.start?.customParameters === 'object' && message.start.customParameters) || {};
           const session = deps.voice.claim(Number(params.call_id), String(params.token ?? ''));
           if (!session) {
             deps.logger.warn({ callId: params.call_id }, 'media stream refused: unknown, used or expired stream token');
@@ -78,7 +80,8 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
             return;
           }
           data.session = session;
-          data.streamSid = message.start?.streamSid ?? message.streamSid ?? '';
+          const streamSid = message.start?.streamSid ?? message.streamSid;
+          data.streamSid = typeof streamSid === 'string' ? streamSid : '';
           const writer = new MediaMessageWriter(data.streamSid);
           const transport: CallTransport = {
             sendAudio(frame) {
@@ -102,15 +105,15 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
           return;
         }
         case 'media':
-          if (message.media?.payload && data.assembler && (message.media.track ?? 'inbound') === 'inbound') {
+          if (typeof message.media?.payload === 'string' && data.assembler && (message.media.track ?? 'inbound') === 'inbound') {
             data.assembler.push(data.upsampler.processMulaw(Buffer.from(message.media.payload, 'base64')));
           }
           return;
         case 'mark':
-          if (message.mark?.name) data.session?.mark(message.mark.name);
+          if (typeof message.mark?.name === 'string') data.session?.mark(message.mark.name);
           return;
         case 'dtmf':
-          if (message.dtmf?.digit) data.session?.dtmf(message.dtmf.digit);
+          if (typeof message.dtmf?.digit === 'string') data.session?.dtmf(message.dtmf.digit);
           return;
         case 'stop':
           data.stopped = true;

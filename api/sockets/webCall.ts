@@ -71,6 +71,7 @@ export function webCallSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService
         ws.send(JSON.stringify({ type: 'error', error: 'The frame is not valid JSON.' }));
         return;
       }
+      if (frame === null || typeof frame !== 'object') frame = {};
       if (frame.type === 'mark' && typeof frame.name === 'string') data.session.mark(frame.name);
       else if (frame.type === 'dtmf' && typeof frame.digit === 'string') data.session.dtmf(frame.digit);
       else if (frame.type === 'hangup') {
