@@ -101,7 +101,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
         onCount: (delta) => runtime.metrics.socketOpened('widget', delta),
       });
       twilioMediaSocket(app, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('telephony', delta) });
-      webCallSocket(app, { voice: services.voice, onCount: (delta) => runtime.metrics.socketOpened('web_call', delta) });
+      webCallSocket(app, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('web_call', delta) });
     },
   });
   return { server, router };

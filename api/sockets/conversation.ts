@@ -4,6 +4,7 @@ import type { ConversationService } from '../../runtime/conversations/service.js
 import { PlatformError, ValidationError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { RateLimiter } from '../../runtime/rateLimit.js';
+import { guarded } from './guard.js';
 
 /**
  * The realtime widget socket, `GET /ws/conversations/{uuid}`. Clients send
@@ -26,7 +27,7 @@ export function conversationSocket(
   app: uWS.TemplatedApp,
   deps: { conversations: ConversationService; engine: ConversationEngine; limiter: RateLimiter; logger: Logger; onCount?: (delta: number) => void },
 ): void {
-  app.ws<SocketData>('/ws/conversations/:id', {
+  app.ws<SocketData>('/ws/conversations/:id', guarded(deps.logger, 'widget', {
     maxPayloadLength: MAX_FRAME,
     idleTimeout: 120,
     sendPingsAutomatically: true,
@@ -98,5 +99,5 @@ export function conversationSocket(
       data.unsubscribe?.();
       deps.onCount?.(-1);
     },
-  });
+  }));
 }

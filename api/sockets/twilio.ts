@@ -4,6 +4,7 @@ import { MediaMessageWriter, mediaPayload } from '../../runtime/calls/mediaStrea
 import { Upsampler } from '../../runtime/calls/voice/audio.js';
 import type { CallSession, CallTransport } from '../../runtime/calls/voice/session.js';
 import type { Logger } from '../../runtime/logger.js';
+import { guarded } from './guard.js';
 import { FrameAssembler, MAX_BUFFERED_BYTES } from './media.js';
 
 /**
@@ -33,7 +34,7 @@ interface TwilioMessage {
 }
 
 export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService; logger: Logger; onCount?: (delta: number) => void }): void {
-  app.ws<SocketData>('/ws/telephony/twilio', {
+  app.ws<SocketData>('/ws/telephony/twilio', guarded(deps.logger, 'telephony', {
     maxPayloadLength: 64 * 1024,
     idleTimeout: 60,
     sendPingsAutomatically: true,
@@ -129,5 +130,5 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
       data.closed = true;
       if (!wasClosed && !data.stopped && data.session?.live) data.session.send({ type: 'CONNECTION_LOST' });
     },
-  });
+  }));
 }

@@ -2,6 +2,8 @@ import type uWS from 'uWebSockets.js';
 import type { VoiceService } from '../../runtime/calls/live.js';
 import { bytesToSamples, samplesToBytes } from '../../runtime/calls/voice/audio.js';
 import type { CallSession, CallTransport } from '../../runtime/calls/voice/session.js';
+import type { Logger } from '../../runtime/logger.js';
+import { guarded } from './guard.js';
 import { FrameAssembler, MAX_BUFFERED_BYTES } from './media.js';
 
 /**
@@ -21,8 +23,8 @@ interface SocketData {
   hungUp: boolean;
 }
 
-export function webCallSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService; onCount?: (delta: number) => void }): void {
-  app.ws<SocketData>('/ws/web-call', {
+export function webCallSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService; logger: Logger; onCount?: (delta: number) => void }): void {
+  app.ws<SocketData>('/ws/web-call', guarded(deps.logger, 'web_call', {
     maxPayloadLength: 64 * 1024,
     idleTimeout: 60,
     sendPingsAutomatically: true,
@@ -87,5 +89,5 @@ export function webCallSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService
       if (wasClosed || !data.session.live) return;
       data.session.send({ type: data.hungUp || code === 1000 || code === 1001 ? 'CALLER_HUNG_UP' : 'CONNECTION_LOST' });
     },
-  });
+  }));
 }
