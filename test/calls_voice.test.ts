@@ -82,12 +82,16 @@ t.test('fillers: a short filler is spoken when the first token is slow; call met
   const { startFakeOpenAi } = await import('./fakes/openai.js');
   const fake = await startFakeOpenAi(t);
   const s = await voiceSetup(t, { fillers: true, initial_message: 'Hi.' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
-  fake.scriptChat({ text: 'Here is the answer.', delayMs: 300 });
+  let release!: () => void;
+  fake.scriptChat({ text: 'Here is the answer.', heldUntil: new Promise<void>((resolve) => (release = resolve)) });
   const { phone, callId } = await callIn(s, ['Tell me something.']);
   await phone.untilAgentDone();
   await phone.talk(800);
+  const afterTurn = phone.heard.speechFrames;
+  await phone.until(() => phone.heard.speechFrames > afterTurn + 5, 10_000, 'the filler while the model has not answered');
+  release();
   const session = s.api.platform.runtime.services.voice.session(callId)!;
-  await phone.until(() => session.transcript.length === 3 && session.agentState === 'listening', 30_000, 'the filler and the answer');
+  await phone.until(() => session.transcript.length === 3 && session.agentState === 'listening', 30_000, 'the answer after the filler');
   phone.phone.hangUp();
   const call = await endedCall(s, callId);
   t.match(call.transcript, /\nuser: Tell me something\.\nassistant: (One moment\.|Let me see\.|Sure, just a second\.) Here is the answer\.$/);

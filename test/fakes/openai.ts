@@ -15,6 +15,8 @@ export interface ScriptedReply {
   readonly status?: number;
   /** Wait before answering. */
   readonly delayMs?: number;
+  /** Answer only once this settles (a reply held back while the test moves simulated time). */
+  readonly heldUntil?: Promise<unknown>;
 }
 
 export interface FakeOpenAi {
@@ -68,7 +70,8 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
             res.end(JSON.stringify({ error: { message: 'scripted failure', type: 'server_error' } }));
           } else streamChat(res, body.model, reply);
         };
-        if (reply.delayMs) setTimeout(answer, reply.delayMs);
+        if (reply.heldUntil) void reply.heldUntil.finally(answer);
+        else if (reply.delayMs) setTimeout(answer, reply.delayMs);
         else answer();
         return;
       }
