@@ -49,6 +49,35 @@ t.test('an unknown number gets TwiML that says so and hangs up; no call is creat
   t.equal(calls.body.total, 0);
 });
 
+t.test('a repeated voice webhook gets the same answer while the stream is to connect, then a hang-up; one call either way', async (t) => {
+  const s = await voiceSetup(t);
+  const webhook = (fields: Record<string, string>) =>
+    s.api.request('POST', '/telephony/twilio/inbound', { raw: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  const fields = { To: s.number, From: '+14155550199', CallSid: 'CA0003' };
+  const [first, again] = await Promise.all([webhook(fields), webhook(fields)]);
+  t.equal(first.status, 200);
+  t.equal(again.status, 200);
+  const answers = [String(first.body), String(again.body)];
+  const streaming = answers.filter((answer) => answer.includes('<Stream'));
+  t.ok(streaming.length >= 1, 'the call is answered with its stream');
+  for (const answer of answers) t.ok(answer === streaming[0] || answer.includes('<Hangup/>'), 'a concurrent repeat is the same answer or a hang-up');
+  t.equal(String((await webhook(fields)).body), streaming[0], 'a later repeat before the stream connects is the same answer');
+  t.equal((await s.api.request('GET', '/user/calls', { token: s.token })).body.total, 1, 'one call');
+
+  const { SimulatedPhone } = await import('./helpers/phone.js');
+  const url = /<Stream url="([^"]+)"/.exec(streaming[0]!)![1]!;
+  const callId = /name="call_id" value="(\d+)"/.exec(streaming[0]!)![1]!;
+  const token = /name="token" value="([^"]+)"/.exec(streaming[0]!)![1]!;
+  const phone = await SimulatedPhone.dial(url, 'CA0003', { call_id: callId, token }, s.clock);
+  await phone.until(() => phone.heard.speechFrames > 0, 2_000, 'the greeting over the stream of the answer given twice');
+  t.match(String((await webhook(fields)).body), /<Response><Hangup\/><\/Response>/, 'once connected, a repeat is hung up');
+  const invalid = await webhook({ ...fields, CallSid: 'CA\u0000' });
+  t.same([invalid.status, invalid.body.errors], [422, { CallSid: ['The CallSid field is invalid.'] }]);
+  phone.phone.hangUp();
+  t.equal((await endedCall(s, Number(callId))).status, 'ended_by_customer');
+  t.equal((await s.api.request('GET', '/user/calls', { token: s.token })).body.total, 1, 'still one call');
+});
+
 t.test('a start with a wrong, reused or missing token closes the socket and joins no call', async (t) => {
   const s = await voiceSetup(t);
   const { phone, callId, token } = await callIn(s);

@@ -88,6 +88,13 @@ const rawBodies = [
   { type: 'multipart/form-data; boundary=x', text: '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nx' },
 ];
 
+/** Twilio's form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN: unsigned requests are taken). */
+const twilioForms: Record<string, Record<string, string>> = {
+  'POST /api/telephony/twilio/inbound': { To: number.number, From: '+14155550199', CallSid: `CA${'0'.repeat(32)}` },
+  'POST /api/telephony/twilio/status': { CallSid: `CA${'0'.repeat(32)}`, CallStatus: 'completed', AnsweredBy: 'human' },
+};
+const hostileFormValues = ['', '\u0000', 'x'.repeat(20_000), '+1', "1'; DROP TABLE calls; --", '%00', 'completed\u0000'];
+
 const doc = (await api.request('GET', '/openapi.json')).body as {
   paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }>; requestBody?: { content: Record<string, { schema: { properties?: Record<string, unknown> } }> } }>>;
 };
@@ -105,6 +112,15 @@ for (const [template, operations] of Object.entries(doc.paths)) {
     for (const name of pathParams) for (const value of hostileIds) probes.push({ label: `${key} ${name}=${value.slice(0, 20)}`, method, path: fill({ name, value }) });
     for (const name of query) {
       for (const value of hostileStrings) probes.push({ label: `${key} ?${name}=${value.slice(0, 20)}`, method, path: `${fill()}?${name}=${encodeURIComponent(value)}` });
+    }
+    const form = twilioForms[key];
+    for (const [field, valid] of Object.entries(form ?? {})) {
+      for (const value of [...hostileFormValues, valid]) {
+        const text = new URLSearchParams({ ...form, [field]: value }).toString();
+        for (const suffix of ['', '?call_id=1', '?call_id=99999999999999999999']) {
+          probes.push({ label: `${key}${suffix} ${field}=${JSON.stringify(value).slice(0, 20)}`, method, path: `${fill()}${suffix}`, raw: { type: 'application/x-www-form-urlencoded', text } });
+        }
+      }
     }
     const properties = operation.requestBody?.content['application/json']?.schema.properties;
     if (!properties) continue;

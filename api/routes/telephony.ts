@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { VoiceService } from '../../runtime/calls/live.js';
-import { PlatformError } from '../../runtime/errors.js';
+import { PlatformError, ValidationError } from '../../runtime/errors.js';
 import type { RateLimiter } from '../../runtime/rateLimit.js';
 import { placeCallSchema, webCallSchema } from '../../schemas/calls.js';
 import { userId } from '../http/params.js';
@@ -19,6 +19,16 @@ export function twilioSignature(authToken: string, url: string, params: URLSearc
   let data = url;
   for (const key of keys) for (const value of params.getAll(key)) data += key + value;
   return createHmac('sha1', authToken).update(data).digest('base64');
+}
+
+/** Longest value of a carrier's form field taken (numbers, SIDs, statuses are far shorter). */
+const MAX_FORM_VALUE = 128;
+
+/** A form field of a carrier webhook; one no carrier would send (too long, a null character) is a 422. */
+function formField(params: URLSearchParams, name: string): string {
+  const value = params.get(name) ?? '';
+  if (value.length > MAX_FORM_VALUE || value.includes('\u0000')) throw ValidationError.field(name, `The ${name} field is invalid.`);
+  return value;
 }
 
 export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken: string | undefined; publicUrl: () => string; perIp: RateLimiter }): RouteDefinition[] {
@@ -40,7 +50,8 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
       summary: "Twilio's voice webhook for calls to your numbers: answers TwiML that streams the call to its inbound assistant",
       async handler(req) {
         const params = verified(req);
-        return xml(await voice.inbound({ to: params.get('To') ?? '', from: params.get('From') ?? '', callSid: params.get('CallSid') ?? '', answeredBy: params.get('AnsweredBy') ?? undefined }));
+        const answeredBy = formField(params, 'AnsweredBy');
+        return xml(await voice.inbound({ to: formField(params, 'To'), from: formField(params, 'From'), callSid: formField(params, 'CallSid'), answeredBy: answeredBy || undefined }));
       },
     },
     {
@@ -52,7 +63,8 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
       handler(req) {
         const params = verified(req);
         const callId = Number(new URLSearchParams(req.rawQuery).get('call_id'));
-        if (Number.isSafeInteger(callId) && callId > 0) voice.carrierStatus(callId, params.get('CallStatus') ?? '', params.get('AnsweredBy') ?? undefined);
+        const answeredBy = formField(params, 'AnsweredBy');
+        if (Number.isSafeInteger(callId) && callId > 0) voice.carrierStatus(callId, formField(params, 'CallStatus'), answeredBy || undefined);
         return xml('<?xml version="1.0" encoding="UTF-8"?><Response/>');
       },
     },

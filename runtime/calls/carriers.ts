@@ -47,6 +47,8 @@ export function sayAndHangUpTwiml(text: string): string {
   return `<?xml version="1.0" encoding="UTF-8"?><Response><Say>${xml(text)}</Say><Hangup/></Response>`;
 }
 
+export const HANG_UP_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>';
+
 export function dialTwiml(number: string): string {
   return `<?xml version="1.0" encoding="UTF-8"?><Response><Dial>${xml(number)}</Dial></Response>`;
 }

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join, relative } from 'node:path';
-import { sql, type DatabasePool } from 'slonik';
+import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
 import type { CatalogService } from '../catalog/service.js';
@@ -16,7 +16,7 @@ import { isoTimestamp } from '../time.js';
 import { listAssistantTools } from '../tools/repository.js';
 import { enqueueCallEnded } from '../webhooks/outbox.js';
 import type { CallStatus } from '../../schemas/calls.js';
-import { CarrierError, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
+import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
 import { callCosts, callRate, type CallRate } from '../prices.js';
 import { chargeCall, closeOrphanedCalls, endCall, insertCall, numberTariff, setCarrierCallId, updateCallStatus } from './repository.js';
 import { builtinFunctions } from './voice/builtins.js';
@@ -93,6 +93,8 @@ interface Live {
   readonly tokenExpires: number;
   tokenUsed: boolean;
   carrierCallId: string | null;
+  /** The TwiML an inbound call was answered with, given again if the carrier repeats the webhook. */
+  answer: string | undefined;
   lastMediaAt: number;
   attached: boolean;
   persisting: Promise<void>;
@@ -291,6 +293,7 @@ export function createVoiceService(deps: VoiceDeps) {
       tokenExpires: clock.now() + TOKEN_TTL_MS,
       tokenUsed: false,
       carrierCallId: call.carrierCallId,
+      answer: undefined,
       lastMediaAt: clock.now(),
       attached: false,
       persisting: Promise.resolve(),
@@ -346,6 +349,18 @@ export function createVoiceService(deps: VoiceDeps) {
   }
 
   /** The media socket joins its call; one use per token, within 5 minutes. */
+  /**
+   * The answer to a voice webhook for a call that already has one (carriers may send it again): the
+   * same TwiML while its stream is still to connect, else a hang-up for this request alone.
+   */
+  function repeatedWebhook(callSid: string): string | undefined {
+    if (!callSid) return undefined;
+    for (const entry of live.values()) {
+      if (entry.carrierCallId === callSid) return entry.answer && !entry.tokenUsed ? entry.answer : HANG_UP_TWIML;
+    }
+    return undefined;
+  }
+
   function claim(callId: number, token: string): CallSession | undefined {
     const entry = live.get(callId);
     if (!entry || entry.tokenUsed || clock.now() > entry.tokenExpires) return undefined;
@@ -393,14 +408,19 @@ export function createVoiceService(deps: VoiceDeps) {
   return {
     /** Twilio's voice webhook for a call to one of the platform's numbers; returns TwiML. */
     async inbound(params: { to: string; from: string; callSid: string; answeredBy?: string }): Promise<string> {
+      const repeated = repeatedWebhook(params.callSid);
+      if (repeated) return repeated;
       const assistant = await inboundAssistant(params.to);
       if (!assistant) return sayAndHangUpTwiml('The number you have called is not connected to an assistant. Goodbye.');
       try {
         const { id, token, entry } = await start(assistant, { type: 'inbound', status: 'ringing', assistantNumber: params.to, clientNumber: params.from || null, variables: {}, carrierCallId: params.callSid || null });
+        entry.answer = streamTwiml(`${wsBase()}/ws/telephony/twilio`, { call_id: String(id), token });
         entry.session.warmUp();
-        return streamTwiml(`${wsBase()}/ws/telephony/twilio`, { call_id: String(id), token });
+        return entry.answer;
       } catch (error) {
         if (error instanceof PlatformError && error.code === 'insufficient_balance') return sayAndHangUpTwiml('This assistant is not available right now. Please try again later. Goodbye.');
+        // The same call's webhook twice at once: the other request holds the call.
+        if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'calls_carrier_call_key') return repeatedWebhook(params.callSid) ?? HANG_UP_TWIML;
         throw error;
       }
     },
