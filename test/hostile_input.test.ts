@@ -3,6 +3,8 @@
  * hostile path ids, query values and body fields (one field at a time over an otherwise valid body,
  * so each value also reaches the code behind validation) and with malformed raw bodies, and no
  * answer is a 500 or anything but the documented JSON shapes; the server still answers afterwards.
+ * Every operation that needs a bearer token answers 401 without a valid one, before it looks at
+ * the path or body.
  */
 import t from 'tap';
 import { ADMIN_TOKEN, MINIMAL_ASSISTANT, startTestPlatform } from './helpers/platform.js';
@@ -132,6 +134,23 @@ for (const [template, operations] of Object.entries(doc.paths)) {
     }
   }
 }
+
+t.test('every operation that needs a token is 401 without one, or with a wrong one, before anything else', async (t) => {
+  let checked = 0;
+  for (const [template, operations] of Object.entries(doc.paths)) {
+    for (const [verb, operation] of Object.entries(operations) as Array<[string, { security?: Array<Record<string, unknown>> }]>) {
+      if (!operation.security?.some((scheme) => 'bearer' in scheme)) continue;
+      const path = template.replace(/\{[A-Za-z]+\}/g, 'abc').slice(4);
+      for (const token of [undefined, 'wrong', ADMIN_TOKEN]) {
+        const method = verb.toUpperCase();
+        const result = await api.request(method, path, { token, body: method === 'GET' ? undefined : { name: 'x'.repeat(300) } });
+        t.same([result.status, result.body], [401, { message: 'Unauthenticated.' }], `${method} ${template} with ${token === undefined ? 'no' : 'a wrong'} token`);
+      }
+      checked++;
+    }
+  }
+  t.ok(checked > 40, `${checked} operations`);
+});
 
 t.test('no hostile input gets a 500', async (t) => {
   t.ok(probes.length > 2000, `${probes.length} requests`);
