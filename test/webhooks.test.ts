@@ -11,6 +11,7 @@
  *    retried; redeliver sends one again.
  * 5. deliveries queued while no server ran are sent by the next one to start.
  * 6. secret and rotation; deliveries list filters; other users' deliveries are 404.
+ * 7. the recording link is in the payload unless the assistant's include_recording_in_webhook is off.
  */
 import t from 'tap';
 import { createDatabasePool } from '../runtime/store/pool.js';
@@ -134,6 +135,24 @@ t.test('give up after the last attempt', async (t) => {
   statuses = [];
 });
 
+t.test('the recording link is in the payload only while the assistant includes it', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  const { callId } = await endCall(api.databaseUrl, user.id, user.assistantId);
+  const pool = await createDatabasePool(api.databaseUrl, { maximumPoolSize: 1 });
+  t.teardown(() => pool.end());
+  const queuedBody = async () => {
+    const rows = await withClient(api.databaseUrl, (db) => db.query(`DELETE FROM webhook_deliveries WHERE call_id = $1 RETURNING body`, [callId]));
+    return JSON.parse(rows.rows.at(-1).body) as Record<string, unknown>;
+  };
+  await queuedBody();
+  t.ok(await enqueueCallEnded(pool, callId, 'https://calls.example.com/recordings/1.wav'));
+  t.equal((await queuedBody()).recording_url, 'https://calls.example.com/recordings/1.wav', 'included by default');
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { include_recording_in_webhook: false } });
+  t.ok(await enqueueCallEnded(pool, callId, 'https://calls.example.com/recordings/1.wav'));
+  t.notOk('recording_url' in (await queuedBody()), 'left out when the assistant says so');
+});
+
 t.test('what is not queued, and disabling cancels', async (t) => {
   const api = await startTestPlatform(t, options);
   const user = await owner(api);
@@ -176,6 +195,30 @@ t.test('disabling during an attempt: the delivery is not retried', async (t) => 
     return delivery.last_status_code === 500 ? delivery : undefined;
   });
   t.match(settled, { status: 'cancelled', attempts: 1 }, 'the failed attempt is recorded and nothing more is tried');
+});
+
+t.test('a delivery removed during its attempt: the worker carries on with the next', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let arrived!: () => void;
+  const inFlight = new Promise<void>((resolve) => (arrived = resolve));
+  site.route('/gone', () => (arrived(), { status: 200, type: 'text/plain', body: 'ok', heldUntil: held }));
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}/gone` } });
+  await endCall(api.databaseUrl, user.id, user.assistantId);
+  api.platform.runtime.wakeWebhooks();
+  await inFlight;
+  await withClient(api.databaseUrl, (db) => db.query('DELETE FROM webhook_deliveries WHERE user_id = $1', [user.id]));
+  release();
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}/hook` } });
+  const { callId } = await endCall(api.databaseUrl, user.id, user.assistantId);
+  api.platform.runtime.wakeWebhooks();
+  const next = await until(async () => {
+    const [delivery] = (await api.request('GET', `/user/webhook-deliveries?call_id=${callId}`, { token: user.token })).body.data;
+    return delivery?.status === 'delivered' ? delivery : undefined;
+  });
+  t.match(next, { status: 'delivered' }, 'the next delivery goes out');
 });
 
 t.test('deliveries queued with no server running are sent by the next one', async (t) => {

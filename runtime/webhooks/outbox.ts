@@ -207,7 +207,7 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
     const jitter = 0.8 + Math.random() * 0.4;
     const delayMs = Math.round((delays[delivery.attempts - 1] ?? delays[delays.length - 1]!) * jitter);
     const status = await pool.transaction(async (tx) => {
-      const status = await tx.oneFirst(sql.type(z.object({ status: z.string() }))`
+      const status = await tx.maybeOneFirst(sql.type(z.object({ status: z.string() }))`
         UPDATE webhook_deliveries SET
           status = CASE WHEN ${delivered} THEN 'delivered' WHEN status = 'cancelled' THEN 'cancelled' WHEN ${exhausted} THEN 'failed' ELSE 'pending' END,
           next_attempt_at = CASE WHEN ${delivered || exhausted} THEN next_attempt_at ELSE now() + ${delayMs} * interval '1 millisecond' END,
@@ -234,7 +234,14 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         return;
       }
       if (!delivery) return;
-      await send(delivery);
+      try {
+        await send(delivery);
+      } catch (error) {
+        // The attempt's outcome could not be recorded (the database went away, or the delivery
+        // with it); its lease runs out and the delivery is claimed again.
+        logger.warn({ err: error, deliveryId: delivery.delivery_id }, 'could not record a webhook attempt');
+        return;
+      }
     }
   }
 
