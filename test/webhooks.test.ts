@@ -49,6 +49,17 @@ async function owner(api: TestPlatform, webhook = true) {
   return { ...user, assistantId: id };
 }
 
+/** Points the assistant's webhook at a receiver that holds its answer until `release()`; `inFlight` settles when a request arrives. */
+async function heldReceiver(api: TestPlatform, user: { token: string; assistantId: number }, path: string, status: number) {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let arrived!: () => void;
+  const inFlight = new Promise<void>((resolve) => (arrived = resolve));
+  site.route(path, () => (arrived(), { status, type: 'text/plain', body: status === 200 ? 'ok' : 'down', heldUntil: held }));
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}${path}` } });
+  return { inFlight, release };
+}
+
 async function endCall(databaseUrl: string, userId: number, assistantId: number, status = 'completed', answered = true): Promise<{ callId: number; queued: boolean }> {
   const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 1 });
   try {
@@ -178,12 +189,7 @@ t.test('what is not queued, and disabling cancels', async (t) => {
 t.test('disabling during an attempt: the delivery is not retried', async (t) => {
   const api = await startTestPlatform(t, options);
   const user = await owner(api);
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  let arrived!: () => void;
-  const inFlight = new Promise<void>((resolve) => (arrived = resolve));
-  site.route('/held', () => (arrived(), { status: 500, type: 'text/plain', body: 'down', heldUntil: held }));
-  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}/held` } });
+  const { inFlight, release } = await heldReceiver(api, user, '/held', 500);
   t.ok((await endCall(api.databaseUrl, user.id, user.assistantId)).queued);
   api.platform.runtime.wakeWebhooks();
   await inFlight;
@@ -200,12 +206,7 @@ t.test('disabling during an attempt: the delivery is not retried', async (t) => 
 t.test('a delivery removed during its attempt: the worker carries on with the next', async (t) => {
   const api = await startTestPlatform(t, options);
   const user = await owner(api);
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  let arrived!: () => void;
-  const inFlight = new Promise<void>((resolve) => (arrived = resolve));
-  site.route('/gone', () => (arrived(), { status: 200, type: 'text/plain', body: 'ok', heldUntil: held }));
-  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}/gone` } });
+  const { inFlight, release } = await heldReceiver(api, user, '/gone', 200);
   await endCall(api.databaseUrl, user.id, user.assistantId);
   api.platform.runtime.wakeWebhooks();
   await inFlight;
