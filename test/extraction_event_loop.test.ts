@@ -1,8 +1,8 @@
 /**
  * CPU-heavy extraction stays off the event loop: while a 300-page PDF is extracted, chunked,
- * embedded and indexed, the loop is busy less than half the time, the p99 event-loop delay stays
- * under 50 ms (judged when the host's CPU steal is low), no single stall approaches what blocking
- * work would cause, and requests keep being answered.
+ * embedded and indexed, the loop is busy less than half the time and requests keep being answered;
+ * when the machine has CPU to spare, the p99 event-loop delay stays under 50 ms and no single stall
+ * approaches what blocking work would cause.
  */
 import { readFile } from 'node:fs/promises';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -10,12 +10,14 @@ import t from 'tap';
 import { makePdf } from './fixtures/pdf.js';
 import { startTestPlatform } from './helpers/platform.js';
 
-/** Total and steal jiffies of all CPUs (Linux /proc/stat), or undefined elsewhere. */
-async function cpuTimes(): Promise<{ total: number; steal: number } | undefined> {
+/** Total, idle and steal jiffies of all CPUs (Linux /proc/stat), or undefined elsewhere. */
+async function cpuTimes(): Promise<{ total: number; idle: number; steal: number } | undefined> {
   const fields = ((await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
-  return fields.length >= 8 ? { total: fields.reduce((a, b) => a + b, 0), steal: fields[7]! } : undefined;
+  return fields.length >= 8 ? { total: fields.reduce((a, b) => a + b, 0), idle: fields[3]! + fields[4]!, steal: fields[7]! } : undefined;
 }
-const stealShare = (a?: { total: number; steal: number }, b?: { total: number; steal: number }) => (a && b && b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : undefined);
+type CpuTimes = Awaited<ReturnType<typeof cpuTimes>>;
+const percent = (value: number | undefined) => (value === undefined ? 'unknown' : `${(value * 100).toFixed(0)}%`);
+const share = (key: 'idle' | 'steal', a: CpuTimes, b: CpuTimes) => (a && b && b.total > a.total ? (b[key] - a[key]) / (b.total - a.total) : undefined);
 
 const api = await startTestPlatform(t, { workerPoolSize: 1 });
 const user = await api.user();
@@ -67,21 +69,24 @@ t.test('event loop stays responsive during extraction', async (t) => {
   }
   histogram.disable();
   const utilization = performance.eventLoopUtilization(utilizationBefore).utilization;
-  const steal = stealShare(cpuBefore, await cpuTimes());
+  const cpuAfter = await cpuTimes();
+  const steal = share('steal', cpuBefore, cpuAfter);
+  const idle = share('idle', cpuBefore, cpuAfter);
   t.equal(status, 'active');
-  t.comment(`event loop busy ${(utilization * 100).toFixed(0)}% of the time; host CPU steal ${steal === undefined ? 'unknown' : `${(steal * 100).toFixed(0)}%`}`);
+  t.comment(`event loop busy ${(utilization * 100).toFixed(0)}% of the time; host CPU idle ${percent(idle)}, stolen ${percent(steal)}`);
   t.ok(utilization < 0.5, `the event loop was busy ${(utilization * 100).toFixed(0)}% of the time, under half`);
-  const maxMs = histogram.max / 1e6;
-  t.comment(`event loop delay during ingestion: p99 ${(histogram.percentile(99) / 1e6).toFixed(1)} ms, max ${maxMs.toFixed(1)} ms over ${answered} polls`);
   const p99Ms = histogram.percentile(99) / 1e6;
-  // Delay also counts the time the host ran other machines' work (steal); beyond a little of it the
-  // figure says nothing of this code, and the busy share above is the proof that remains.
-  if (steal === undefined || steal < 0.1) t.ok(p99Ms < 50, `p99 event loop delay ${p99Ms.toFixed(1)} ms is under 50 ms`);
-  else t.comment(`p99 event loop delay ${p99Ms.toFixed(1)} ms not judged: the host took ${(steal * 100).toFixed(0)}% of the CPU meanwhile`);
-  // The maximum also counts garbage collection and the scheduler sharing two cores with the
-  // worker, PostgreSQL and another test file (30 ms alone, 120-400 ms on a loaded machine); work
-  // done on the event loop itself showed as 770 ms and more before it moved to the pool.
-  t.ok(maxMs < 600, `max event loop delay ${maxMs.toFixed(1)} ms is under 600 ms`);
+  const maxMs = histogram.max / 1e6;
+  t.comment(`event loop delay during ingestion: p99 ${p99Ms.toFixed(1)} ms, max ${maxMs.toFixed(1)} ms over ${answered} polls`);
+  // Delay also counts time this process waited for a CPU: taken by the host for other machines
+  // (steal) or by other work here (PostgreSQL, the worker, a test file running alongside). With
+  // the CPUs saturated the figures say nothing of this code, and the busy share above is the proof
+  // that remains; with CPU to spare they are judged. Work done on the event loop itself showed as
+  // 770 ms stalls and more before it moved to the pool.
+  if (steal === undefined || idle === undefined || (steal < 0.1 && idle > 0.25)) {
+    t.ok(p99Ms < 50, `p99 event loop delay ${p99Ms.toFixed(1)} ms is under 50 ms`);
+    t.ok(maxMs < 600, `max event loop delay ${maxMs.toFixed(1)} ms is under 600 ms`);
+  } else t.comment(`delays not judged: the CPUs were ${percent(idle)} idle and ${percent(steal)} stolen meanwhile`);
   const found = await api.request('POST', `/user/knowledgebases/${kb}/search`, { token: user.token, body: { query: 'invoices 11999' } });
   t.match(found.body.data[0], { source: 'page 300' });
 });
