@@ -23,7 +23,12 @@ t.test('create, use, list and delete a key', async (t) => {
   t.equal(me.status, 200);
   t.equal(me.body.data.id, alice.id, 'the key authenticates as its owner');
 
-  const list = await api.request('GET', '/user/api-keys', { token: alice.token });
+  // The use is recorded after the answer, off the request's path: the list shows it once written.
+  let list = await api.request('GET', '/user/api-keys', { token: alice.token });
+  for (let i = 0; i < 200 && list.body.data[0]?.last_used_at === null; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    list = await api.request('GET', '/user/api-keys', { token: alice.token });
+  }
   t.equal(list.status, 200);
   t.equal(list.body.data.length, 1);
   const [entry] = list.body.data;

@@ -74,6 +74,7 @@ t.test('an outbound call through the loopback carrier: initiated, ringing, in-pr
   s.scripts.set(callId, ['Hi, who is this?']);
   const phone = await SimulatedPhone.dial(dialed[0]!.streamUrl, dialed[0]!.carrierCallId, { call_id: String(callId), token: dialed[0]!.token }, s.clock);
   await phone.until(() => phone.heard.speechFrames > 10, 2_000, 'the greeting');
+  await s.api.platform.runtime.services.voice.saved(callId);
   t.equal((await read()).status, 'in-progress');
   await phone.untilAgentDone();
   await phone.talk(800);

@@ -23,6 +23,7 @@ t.test('an inbound call: TwiML, greeting, a turn answered, hang-up, the call rec
 
   const { phone, callId } = await callIn(s, ['What are your opening hours?']);
   await phone.until(() => phone.heard.speechFrames > 10, 2_000, 'the greeting');
+  await s.api.platform.runtime.services.voice.saved(callId);
   const live = await s.api.request('GET', `/user/calls/${callId}`, { token: s.token });
   t.equal(live.body.data.status, 'in-progress');
   await phone.untilAgentDone();

@@ -482,6 +482,11 @@ export function createVoiceService(deps: VoiceDeps) {
       return endedWaiters.get(callId) ?? Promise.resolve();
     },
 
+    /** Resolves once what the live call has changed so far (status, carrier id) is saved. */
+    async saved(callId: number): Promise<void> {
+      await live.get(callId)?.persisting;
+    },
+
     session(callId: number): CallSession | undefined {
       return live.get(callId)?.session;
     },
