@@ -95,6 +95,12 @@ export class SimulatedPhone {
   private spoken = 0;
   /** Simulated time of the first audible agent frame after `markTime()`. */
   firstSpeechAt: number | undefined;
+  /**
+   * Whether the agent is still preparing an answer (set by the call helpers from the server's
+   * session): `untilAgentDone` does not count quiet while it is, so a reply still travelling from a
+   * fake vendor over real sockets is waited for however fast simulated time goes.
+   */
+  busy: () => boolean = () => false;
 
   constructor(readonly phone: PhoneLine, readonly clock: ManualClock) {
     phone.on('audio', (frame) => {
@@ -183,7 +189,7 @@ export class SimulatedPhone {
       if (this.elapsed - start > maxMs) throw new Error('the agent did not stop speaking');
       if (this.closed) return;
       await this.step();
-      if (this.heard.speechFrames === last) quiet += 20;
+      if (this.heard.speechFrames === last && !this.busy()) quiet += 20;
       else {
         last = this.heard.speechFrames;
         quiet = 0;

@@ -44,7 +44,13 @@ export async function callIn(s: VoiceSetup, script: string[] = [], from = '+1415
   if (!url || !callId || !token) throw new Error(`unexpected TwiML: ${twiml}`);
   s.scripts.set(Number(callId), script);
   const phone = await SimulatedPhone.dial(url, callSid, { call_id: callId, token }, s.clock);
+  phone.busy = agentBusy(s, Number(callId));
   return { callId: Number(callId), phone, token };
+}
+
+/** Whether the call's agent is preparing an answer, before its first audio (for `SimulatedPhone.busy`). */
+export function agentBusy(s: VoiceSetup, callId: number): () => boolean {
+  return () => s.api.platform.runtime.services.voice.session(callId)?.agentState === 'thinking';
 }
 
 /** The call as the API shows it, once its end is saved. */
