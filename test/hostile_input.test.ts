@@ -141,15 +141,20 @@ t.test('every operation that needs a token is 401 without one, or with a wrong o
     for (const [verb, operation] of Object.entries(operations) as Array<[string, { security?: Array<Record<string, unknown>> }]>) {
       if (!operation.security?.some((scheme) => 'bearer' in scheme)) continue;
       const path = template.replace(/\{[A-Za-z]+\}/g, 'abc').slice(4);
+      const method = verb.toUpperCase();
       for (const token of [undefined, 'wrong', ADMIN_TOKEN]) {
-        const method = verb.toUpperCase();
         const result = await api.request(method, path, { token, body: method === 'GET' ? undefined : { name: 'x'.repeat(300) } });
         t.same([result.status, result.body], [401, { message: 'Unauthenticated.' }], `${method} ${template} with ${token === undefined ? 'no' : 'a wrong'} token`);
+        if (method === 'GET') continue;
+        const malformed = await api.request(method, path, { token, raw: '{"name":', headers: { 'content-type': 'application/json' } });
+        t.same([malformed.status, malformed.body], [401, { message: 'Unauthenticated.' }], `${method} ${template}: 401 before the malformed body`);
       }
       checked++;
     }
   }
   t.ok(checked > 40, `${checked} operations`);
+  const upload = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { raw: new Uint8Array(30 * 1024 * 1024), headers: { 'content-type': 'multipart/form-data; boundary=x' } });
+  t.same([upload.status, upload.body], [401, { message: 'Unauthenticated.' }], 'an anonymous upload over the size limit is refused as unauthenticated, unread');
 });
 
 t.test('no hostile input gets a 500', async (t) => {

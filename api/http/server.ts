@@ -164,6 +164,15 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const limit = isMultipart && route.multipart ? options.multipartBodyLimit : options.jsonBodyLimit;
     const declaredLength = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
     const hasBody = BODY_METHODS.has(method) && ((declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined);
+    const needsUser = route.auth === 'user' || (route.auth === 'optional' && headers.authorization !== undefined);
+    const token = bearer(headers.authorization);
+
+    // Without a token there is nothing to check it against: 401 before any body is read (the
+    // connection closes if one was on its way), so no upload is buffered for an anonymous caller.
+    if ((needsUser || route.auth === 'admin') && !token) {
+      finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody);
+      return;
+    }
 
     if (declaredLength !== undefined && declaredLength > limit) {
       finish({ status: 413, body: { message: 'The request body is too large.' } }, route, undefined, true);
@@ -188,6 +197,14 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const handle = async (rawBody: Buffer): Promise<void> => {
       let principal: Principal | undefined;
       try {
+        // The caller is known before the body is looked at: a bad token is 401 whatever the body.
+        if (needsUser) {
+          principal = token ? await options.authenticate(token) : undefined;
+          if (!principal) throw new PlatformError('unauthenticated');
+        } else if (route.auth === 'admin' && !(token && options.authenticateAdmin?.(token))) {
+          throw new PlatformError('unauthenticated');
+        }
+
         let body: unknown = {};
         let files: Record<string, UploadedFile> = {};
         if (rawBody.length > 0) {
@@ -201,15 +218,6 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           } else {
             body = parseJson(rawBody);
           }
-        }
-
-        if (route.auth === 'user' || (route.auth === 'optional' && headers.authorization !== undefined)) {
-          const token = bearer(headers.authorization);
-          principal = token ? await options.authenticate(token) : undefined;
-          if (!principal) throw new PlatformError('unauthenticated');
-        } else if (route.auth === 'admin') {
-          const token = bearer(headers.authorization);
-          if (!token || !options.authenticateAdmin?.(token)) throw new PlatformError('unauthenticated');
         }
 
         const request: ApiRequest = {
