@@ -1,5 +1,9 @@
+import { sql } from 'slonik';
 import t from 'tap';
+import { z } from 'zod';
+import { chargeCall } from '../runtime/calls/repository.js';
 import { callCosts, callRate } from '../runtime/prices.js';
+import { createDatabasePool } from '../runtime/store/pool.js';
 import { ADMIN_TOKEN } from './helpers/platform.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
@@ -36,6 +40,20 @@ t.test('an answered call is charged once, in the ledger, with carrier and total 
   const { withClient } = await import('./helpers/database.js');
   const entries = await withClient(s.api.databaseUrl, (db) => db.query("SELECT amount::float8 AS amount, reference FROM ledger_entries WHERE kind = 'call'"));
   t.same(entries.rows, [{ amount: -call.total_cost, reference: String(callId) }], 'one ledger entry for the call');
+});
+
+t.test('a second charge for the same call is refused whole: the balance and the ledger stay equal', async (t) => {
+  const s = await voiceSetup(t);
+  const { callId, phone } = await callIn(s);
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  await endedCall(s, callId);
+  const before = await balance(s);
+  const pool = await createDatabasePool(s.api.databaseUrl, { maximumPoolSize: 1 });
+  t.teardown(() => pool.end());
+  await t.rejects(pool.transaction((tx) => chargeCall(tx, s.userId, callId, 0.5)), 'the call was charged when it ended');
+  t.equal(await balance(s), before, 'nothing more was taken');
+  t.equal(await pool.oneFirst(sql.type(z.object({ sum: z.number() }))`SELECT sum(amount)::float8 AS sum FROM ledger_entries WHERE user_id = ${s.userId}`), before, 'the ledger sums to the balance');
 });
 
 t.test('balance cut-off: the agent says goodbye before the balance runs out', async (t) => {

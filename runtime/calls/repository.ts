@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { CALL_STATUSES, type CallStatus } from '../../schemas/calls.js';
+import { insertLedgerEntry } from '../ledger/repository.js';
 
 
 export const callRow = z.object({
@@ -159,12 +160,10 @@ export async function chargeCall(db: CommonQueryMethods, userId: number, callId:
   if (total <= 0) return 0;
   const balance = await db.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId} FOR UPDATE`);
   const charged = Math.min(total, Math.max(0, balance));
-  if (charged > 0) {
-    await db.query(sql.unsafe`
-      INSERT INTO ledger_entries (user_id, amount, balance_after, kind, reason, reference)
-      VALUES (${userId}, ${(-charged).toFixed(6)}, 0, 'call', ${`Call ${callId}`}, ${String(callId)})
-      ON CONFLICT (kind, reference) WHERE reference IS NOT NULL DO NOTHING`);
-  }
+  // No ON CONFLICT here: the balance moves in a BEFORE INSERT trigger, ahead of the conflict check,
+  // so a skipped duplicate would still debit. `endCall` lets a call end once; a second charge would
+  // violate the unique reference and roll its transaction back.
+  if (charged > 0) await insertLedgerEntry(db, { userId, amount: -charged, kind: 'call', reason: `Call ${callId}`, reference: String(callId) });
   return Math.round((total - charged) * 1e6) / 1e6;
 }
 
