@@ -7,7 +7,7 @@ export interface BalanceAdjustmentInput {
 }
 export const balanceAdjustmentSchema = compileSchema<BalanceAdjustmentInput>({
   amount: {
-    ...number({ min: -1_000_000, max: 1_000_000, description: 'USD; negative debits' }),
+    ...number({ min: -1_000_000, max: 1_000_000, decimals: 6, description: 'USD with up to six decimals; negative debits' }),
     notEqual: 0,
   },
   reason: text({ max: 255 }),

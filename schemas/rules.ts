@@ -58,7 +58,23 @@ function range(type: 'integer' | 'number', options: Presence & { min?: number; m
 }
 
 export const integer = (options: Presence & { min?: number; max?: number } = {}): Rule => range('integer', options);
-export const number = (options: Presence & { min?: number; max?: number } = {}): Rule => range('number', options);
+
+/** A number; with `decimals`, one with more decimal places (money holds six) is refused, not rounded. */
+export const number = (options: Presence & { min?: number; max?: number; decimals?: number } = {}): Rule => {
+  const rule = range('number', options);
+  const { decimals } = options;
+  if (decimals === undefined) return rule;
+  const scale = 10 ** decimals;
+  return {
+    ...rule,
+    custom(value: unknown, errors: Array<Record<string, unknown>>) {
+      if (typeof value === 'number' && Math.abs(value * scale - Math.round(value * scale)) > 1e-6 * Math.max(1, Math.abs(value))) {
+        errors.push({ type: 'numberDecimals', expected: decimals });
+      }
+      return value;
+    },
+  };
+};
 
 export const boolean = (options: Presence = {}): Rule => ({ type: 'boolean', convert: true, ...presence(options) });
 

@@ -26,6 +26,7 @@ const laravelMessages: Record<string, string> = {
   numberMax: 'The {field} may not be greater than {expected}.',
   numberPositive: 'The {field} must be greater than 0.',
   numberNotEqual: 'The {field} must not be {expected}.',
+  numberDecimals: 'The {field} may not have more than {expected} decimal places.',
   boolean: 'The {field} field must be true or false.',
   array: 'The {field} must be an array.',
   arrayEmpty: 'The {field} field is required.',

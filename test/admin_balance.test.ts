@@ -1,7 +1,8 @@
 /**
  * Operator balance adjustments and the ledger:
  * 1. credit and debit move the balance and return it; GET /user shows it.
- * 2. a debit below zero is 422 on amount and changes nothing; zero and non-numbers are 422.
+ * 2. a debit below zero is 422 on amount and changes nothing; zero, non-numbers and more than six
+ *    decimals are 422.
  * 3. wrong or missing admin token is 401; an unknown user is 404.
  * 4. the cached balance always equals the sum of ledger rows, also after concurrent debits
  *    of which only those covered by the balance succeed.
@@ -44,6 +45,12 @@ t.test('refusals', async (t) => {
 
   t.equal((await adjust(0)).status, 422);
   t.equal((await adjust('ten')).status, 422);
+  for (const amount of [0.0000001, 1.0000004, -2.1234567]) {
+    const fine = await adjust(amount);
+    t.same([fine.status, fine.body.errors], [422, { amount: ['The amount may not have more than 6 decimal places.'] }], `${amount} is refused, not rounded`);
+  }
+  t.equal((await adjust(0.000001)).status, 200, 'a millionth is the smallest amount');
+  t.equal((await adjust(-0.000001)).status, 200);
   const noReason = await api.request('POST', `/admin/users/${user.id}/balance`, { token: ADMIN_TOKEN, body: { amount: 1 } });
   t.same(noReason.body.errors, { reason: ['The reason field is required.'] });
 
