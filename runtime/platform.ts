@@ -212,6 +212,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   ingestion.start();
   webhookWorker.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
+  void conversationEngine.refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
 
   return {

@@ -14,6 +14,7 @@
  * 8. knowledge in function_call and prompt modes (dev model).
  * 9. a new server process on the same database continues a conversation (rehydration).
  * 10. listing with filters and the envelope; tenant isolation; validation.
+ * 11. a charged message a stopped process left without a reply is refunded once by the sweep.
  */
 import t from 'tap';
 import { startFakeOpenAi } from './fakes/openai.js';
@@ -23,7 +24,12 @@ import { startSite } from './helpers/site.js';
 
 const fake = await startFakeOpenAi(t);
 const site = await startSite(t);
-const config = { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } }, outboundAllowPrivate: true };
+// Rate limits are tested in conversation_limits.test.ts; here they would only cap how much this file can do.
+const config = {
+  llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } },
+  outboundAllowPrivate: true,
+  rateLimits: { perIp: { capacity: 10_000, perMinute: 10_000 }, perConversation: { capacity: 10_000, perMinute: 10_000 } },
+};
 const api = await startTestPlatform(t, config);
 const owner = await api.user('Owner');
 const stranger = await api.user('Stranger');
@@ -196,6 +202,38 @@ t.test('messages are answered in order', async (t) => {
   t.same(history.filter((_: string, i: number) => i % 2 === 1), ['first', 'second', 'third'], 'replies in processing order');
   t.same([...history.filter((_: string, i: number) => i % 2 === 0)].sort(), [...sent].sort(), 'never interleaved');
   sent.forEach((text, i) => t.equal(replies[i]!.body.message, history[history.indexOf(text) + 1], `"${text}" got the reply that follows it`));
+});
+
+t.test('a charged message left without a reply by a stopped process is refunded once', async (t) => {
+  const engine = api.platform.runtime.services.conversationEngine;
+  const bot = await assistant();
+  const conversation = (await start(bot.uuid)).body.conversation_id as string;
+  fake.scriptChat({ text: 'Answered.' });
+  await say(conversation, 'An answered question');
+  const off = (await start(bot.uuid)).body.conversation_id as string;
+  await api.request('PATCH', `/user/conversations/${off}`, { token: owner.token, body: { ai_enabled: false } });
+  await say(off, 'For a human');
+  t.equal(await engine.refundUnanswered(0), 0, 'answered messages and messages with AI off owe nothing');
+
+  // What a process that stopped after the charge and before the reply leaves behind.
+  const before = await balance();
+  const messageId = await withClient(api.databaseUrl, async (db) => {
+    await db.query('BEGIN');
+    const id = (await db.query(`INSERT INTO conversation_messages (conversation_id, role, content, cost, reply_pending) VALUES ($1, 'user', 'lost in a crash', 0.01, true) RETURNING id`, [conversation])).rows[0].id;
+    await db.query(`UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + 0.01 WHERE id = $1`, [conversation]);
+    await db.query(`INSERT INTO ledger_entries (user_id, amount, balance_after, kind, reference) VALUES ($1, -0.01, 0, 'conversation_message', $2)`, [owner.id, String(id)]);
+    await db.query('COMMIT');
+    return Number(id);
+  });
+  t.equal(Math.round((before - (await balance())) * 100) / 100, 0.01, 'charged');
+  t.equal(await engine.refundUnanswered(60), 0, 'not before the turn could still be running');
+  t.equal(await engine.refundUnanswered(0), 1);
+  t.equal(await balance(), before, 'refunded');
+  t.equal(await engine.refundUnanswered(0), 0, 'only once');
+  const row = await withClient(api.databaseUrl, async (db) => (await db.query('SELECT cost::float8 AS cost, reply_pending FROM conversation_messages WHERE id = $1', [messageId])).rows[0]);
+  t.same(row, { cost: 0, reply_pending: false });
+  const listed = (await api.request('GET', `/user/conversations?assistant_id=${bot.id}`, { token: owner.token })).body.data.find((c: { id: string }) => c.id === conversation);
+  t.equal(listed.total_cost, 0.01, 'the conversation costs what was answered');
 });
 
 t.test('knowledge in both modes with the dev model', async (t) => {

@@ -14,7 +14,7 @@ import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { listAssistantTools, type ToolRow } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
-import { clearMessageCost, insertMessage, listMessages, lockConversation, type ConversationRow } from './repository.js';
+import { clearMessageCost, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow } from './repository.js';
 import { SEARCH_FUNCTION, toolFunction } from './tools.js';
 import { parseArguments, runFunction, streamRound } from './agent.js';
 
@@ -48,6 +48,9 @@ export interface EngineDeps {
   /** Idle time after which an actor is dropped from memory. @defaultValue 10 minutes */
   readonly idleMs?: number;
 }
+
+/** A charged message with no reply after this long is refunded (a turn never takes nearly so long). */
+export const UNANSWERED_AFTER_SECONDS = 15 * 60;
 
 export function createConversationEngine(deps: EngineDeps) {
   const { pool, logger } = deps;
@@ -107,7 +110,7 @@ export function createConversationEngine(deps: EngineDeps) {
           const { setup: s, job } = input;
           const accepted = await pool.transaction(async (tx) => {
             const aiEnabled = await lockConversation(tx, s.conversationId);
-            const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'user', content: job.text, cost: s.price });
+            const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'user', content: job.text, cost: s.price, replyPending: aiEnabled && s.price > 0 });
             if (s.price > 0) {
               await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
             }
@@ -154,7 +157,10 @@ export function createConversationEngine(deps: EngineDeps) {
 
         save: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
-          await insertMessage(pool, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls });
+          await pool.transaction(async (tx) => {
+            await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls });
+            await settleReply(tx, turn.userMessageId);
+          });
           emit(s.conversationId, { type: 'message', role: 'assistant', content: turn.text, function_calls: turn.calls });
         }),
 
@@ -183,6 +189,35 @@ export function createConversationEngine(deps: EngineDeps) {
     }
   }, Math.min(idleMs, 60_000));
   sweeper.unref();
+
+  /**
+   * Refunds charged messages still owed a reply after `olderThanSeconds`: a process that stopped
+   * mid-turn, or a refund that could not be written, leaves them. Each is refunded once (the
+   * refund's reference is the message). @returns how many were refunded.
+   */
+  async function refundUnanswered(olderThanSeconds = UNANSWERED_AFTER_SECONDS): Promise<number> {
+    let refunded = 0;
+    for (const message of await unansweredMessages(pool, olderThanSeconds, 500)) {
+      const done = await pool.transaction(async (tx) => {
+        if (!(await lockUnanswered(tx, message.id))) return false;
+        await clearMessageCost(tx, message.conversation_id, message.id, message.cost);
+        if (message.cost > 0) {
+          await postLedgerEntry(tx, { userId: message.user_id, amount: message.cost, kind: 'conversation_refund', reference: String(message.id), reason: 'No reply was given' });
+        }
+        return true;
+      });
+      if (done) {
+        refunded++;
+        logger.warn({ conversationId: message.conversation_id, messageId: message.id, userId: message.user_id }, 'message refunded: its reply was never given');
+      }
+    }
+    return refunded;
+  }
+
+  const refundSweep = setInterval(() => {
+    refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
+  }, 60_000);
+  refundSweep.unref();
 
   async function actorFor(conversation: ConversationRow, assistant: AssistantRow): Promise<Live> {
     const existing = live.get(conversation.id);
@@ -230,8 +265,11 @@ export function createConversationEngine(deps: EngineDeps) {
       return live.size;
     },
 
+    refundUnanswered,
+
     stop(): void {
       clearInterval(sweeper);
+      clearInterval(refundSweep);
       for (const entry of live.values()) entry.actor.stop();
       live.clear();
     },

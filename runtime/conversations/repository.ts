@@ -48,12 +48,12 @@ export async function findConversation(db: CommonQueryMethods, id: string): Prom
 /** Appends a message and moves the conversation's counters in the same statement pair. */
 export async function insertMessage(
   db: CommonQueryMethods,
-  input: { conversationId: string; role: 'user' | 'assistant'; content: string; functionCalls?: FunctionCallRecord[] | null; cost?: number },
+  input: { conversationId: string; role: 'user' | 'assistant'; content: string; functionCalls?: FunctionCallRecord[] | null; cost?: number; replyPending?: boolean },
 ): Promise<MessageRow> {
   const row = await db.one(sql.type(messageRow)`
-    INSERT INTO conversation_messages (conversation_id, role, content, function_calls, cost)
+    INSERT INTO conversation_messages (conversation_id, role, content, function_calls, cost, reply_pending)
     VALUES (${input.conversationId}, ${input.role}, ${input.content},
-      ${input.functionCalls?.length ? sql.jsonb(input.functionCalls as never) : null}, ${(input.cost ?? 0).toFixed(6)})
+      ${input.functionCalls?.length ? sql.jsonb(input.functionCalls as never) : null}, ${(input.cost ?? 0).toFixed(6)}, ${input.replyPending ?? false})
     RETURNING id, role, content, function_calls, cost, created_at`);
   await db.query(sql.unsafe`
     UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()
@@ -62,8 +62,13 @@ export async function insertMessage(
 }
 
 /** Takes a message's charge back off the conversation (the ledger refund is posted by the caller). */
+/** The reply to a charged message was saved: nothing is owed for it any more. */
+export async function settleReply(db: CommonQueryMethods, messageId: number): Promise<void> {
+  await db.query(sql.unsafe`UPDATE conversation_messages SET reply_pending = false WHERE id = ${messageId} AND reply_pending`);
+}
+
 export async function clearMessageCost(db: CommonQueryMethods, conversationId: string, messageId: number, cost: number): Promise<void> {
-  await db.query(sql.unsafe`UPDATE conversation_messages SET cost = 0 WHERE id = ${messageId}`);
+  await db.query(sql.unsafe`UPDATE conversation_messages SET cost = 0, reply_pending = false WHERE id = ${messageId}`);
   await db.query(sql.unsafe`UPDATE conversations SET total_cost = total_cost - ${cost.toFixed(6)} WHERE id = ${conversationId}`);
 }
 
@@ -122,4 +127,20 @@ export async function listConversations(
  */
 export async function lockConversation(db: CommonQueryMethods, id: string): Promise<boolean> {
   return db.oneFirst(sql.type(z.object({ ai_enabled: z.boolean() }))`SELECT ai_enabled FROM conversations WHERE id = ${id} FOR UPDATE`);
+}
+
+const unanswered = z.object({ id: z.number(), conversation_id: z.string(), user_id: z.number(), cost: z.number() });
+
+/** Charged messages still owed a reply after `olderThanSeconds` (their turn's process stopped). */
+export async function unansweredMessages(db: CommonQueryMethods, olderThanSeconds: number, limit: number) {
+  return db.any(sql.type(unanswered)`
+    SELECT m.id, m.conversation_id, c.user_id, m.cost::float8 AS cost
+    FROM conversation_messages m JOIN conversations c ON c.id = m.conversation_id
+    WHERE m.reply_pending AND m.created_at < now() - make_interval(secs => ${olderThanSeconds})
+    ORDER BY m.created_at LIMIT ${limit}`);
+}
+
+/** Locks a message still owed a reply; false when it was answered or refunded meanwhile. */
+export async function lockUnanswered(db: CommonQueryMethods, messageId: number): Promise<boolean> {
+  return db.exists(sql.unsafe`SELECT 1 FROM conversation_messages WHERE id = ${messageId} AND reply_pending FOR UPDATE`);
 }
