@@ -4,12 +4,14 @@ import { z } from 'zod';
 import { chargeCall } from '../runtime/calls/repository.js';
 import { callCosts, callRate } from '../runtime/prices.js';
 import { createDatabasePool } from '../runtime/store/pool.js';
+import { withClient } from './helpers/database.js';
 import { ADMIN_TOKEN } from './helpers/platform.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
  * Call costs: the price table, per started second; one ledger entry per call; a call that would
- * overrun the balance is ended with a goodbye; no call starts on an empty balance.
+ * overrun the balance is ended with a goodbye; no call starts on an empty balance; calls a stopped
+ * process left open are ended and charged up to its last heartbeat.
  */
 
 t.test('cost arithmetic: platform per mode plus carrier per number type and country, per started second', async (t) => {
@@ -54,6 +56,47 @@ t.test('a second charge for the same call is refused whole: the balance and the 
   await t.rejects(pool.transaction((tx) => chargeCall(tx, s.userId, callId, 0.5)), 'the call was charged when it ended');
   t.equal(await balance(s), before, 'nothing more was taken');
   t.equal(await pool.oneFirst(sql.type(z.object({ sum: z.number() }))`SELECT sum(amount)::float8 AS sum FROM ledger_entries WHERE user_id = ${s.userId}`), before, 'the ledger sums to the balance');
+});
+
+t.test('calls a stopped process left open are ended and charged up to when it last vouched for them', async (t) => {
+  const s = await voiceSetup(t);
+  const voice = s.api.platform.runtime.services.voice;
+  const { callId: liveId, phone } = await callIn(s);
+  await phone.untilAgentDone();
+  const leftOpen = (fields: string) =>
+    withClient(s.api.databaseUrl, async (db) =>
+      Number((await db.query(
+        `INSERT INTO calls (user_id, assistant_id, assistant_name, type, mode, status, client_phone_number, assistant_phone_number, answered_at, created_at, updated_at)
+         VALUES ($1, $2, 'Bot', 'inbound', 'pipeline', ${fields}) RETURNING id`,
+        [s.userId, s.assistantId, '+14155550199', s.number],
+      )).rows[0].id),
+    );
+  const answered = await leftOpen(`'in-progress', $3, $4, now() - interval '20 minutes', now() - interval '21 minutes', now() - interval '16 minutes'`);
+  const unanswered = await leftOpen(`'ringing', $3, $4, NULL, now() - interval '10 minutes', now() - interval '10 minutes'`);
+  const recent = await leftOpen(`'in-progress', $3, $4, now() - interval '3 minutes', now() - interval '3 minutes', now() - interval '1 minute'`);
+  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET updated_at = now() - interval '1 hour' WHERE id = $1`, [liveId]));
+  const before = await balance(s);
+
+  t.same([...(await voice.settleOrphans())].sort((a, b) => a - b), [answered, unanswered], 'the silent ones, not one still vouched for, nor this process\'s own');
+  const read = async (id: number) => (await s.api.request('GET', `/user/calls/${id}`, { token: s.token })).body.data;
+  const expected = callCosts(callRate('pipeline', { type: 'normal', country: 'US' }), 4 * 60_000);
+  t.match(await read(answered), { status: 'ended', duration: 240, total_cost: expected.total, carrier_cost: expected.carrier }, 'charged for the four minutes up to the last sign of life');
+  t.match(await read(unanswered), { status: 'failed', duration: 0, total_cost: 0 });
+  t.match(await read(recent), { status: 'in-progress' });
+  t.equal(Math.round((before - (await balance(s))) * 1e6) / 1e6, expected.total, 'the ledger took exactly that');
+  t.same(await voice.settleOrphans(), [], 'once');
+
+  // As simulated time passes, the process's heartbeat moves the live call's updated_at.
+  const silentFor = () => withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT extract(epoch FROM now() - updated_at) AS age FROM calls WHERE id = $1`, [liveId])).rows[0].age));
+  await phone.silence(31_000);
+  let age = await silentFor();
+  for (let i = 0; i < 200 && age > 60; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    age = await silentFor();
+  }
+  t.ok(age < 60, 'the heartbeat vouched for the live call');
+  phone.phone.hangUp();
+  t.match(await endedCall(s, liveId), { status: 'ended_by_customer' });
 });
 
 t.test('balance cut-off: the agent says goodbye before the balance runs out', async (t) => {

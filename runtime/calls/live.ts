@@ -18,7 +18,7 @@ import { enqueueCallEnded } from '../webhooks/outbox.js';
 import type { CallStatus } from '../../schemas/calls.js';
 import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
 import { callCosts, callRate, type CallRate } from '../prices.js';
-import { chargeCall, closeOrphanedCalls, endCall, insertCall, numberTariff, setCarrierCallId, updateCallStatus } from './repository.js';
+import { chargeCall, closeOrphanedCall, endCall, insertCall, numberTariff, orphanedCalls, setCarrierCallId, touchCalls, updateCallStatus } from './repository.js';
 import { builtinFunctions } from './voice/builtins.js';
 import { WavRecorder } from './recording.js';
 import type { CarrierFailure } from './voice/machine.js';
@@ -66,6 +66,10 @@ export interface VoiceDeps {
 }
 
 const TOKEN_TTL_MS = 5 * 60_000;
+/** How often a process vouches for its live calls in the database. */
+const HEARTBEAT_MS = 30_000;
+/** A call no process has vouched for in this long was left by a stopped one (ten heartbeats). */
+export const ORPHAN_AFTER_SECONDS = 300;
 /** A media stream silent this long (no frames at all) is a dropped connection. */
 export const MEDIA_TIMEOUT_MS = 5_000;
 /** The call ticker: every live call's due audio frames go out on it. */
@@ -301,6 +305,7 @@ export function createVoiceService(deps: VoiceDeps) {
       resolveEnded,
     };
     live.set(id, entry);
+    armHeartbeat();
     if (call.status === 'ringing') session.send({ type: 'RINGING' });
     return { id, token, entry };
   }
@@ -397,13 +402,49 @@ export function createVoiceService(deps: VoiceDeps) {
     return owner ? findAssistant(pool, owner.user_id, owner.id) : null;
   }
 
-  const sweeper = setInterval(() => {
-    closeOrphanedCalls(pool).then(
-      (ids) => ids.length > 0 && logger.warn({ calls: ids }, 'closed calls left unfinished by a stopped process'),
-      () => {},
+  /**
+   * Ends the calls a stopped process left open, as of when that process last vouched for them:
+   * answered ones are charged for the time up to then and their webhook is queued.
+   */
+  async function settleOrphans(): Promise<number[]> {
+    const settled: number[] = [];
+    for (const call of await orphanedCalls(pool, ORPHAN_AFTER_SECONDS, [...live.keys()])) {
+      const tariff = call.type === 'web' || call.assistant_phone_number === null ? null : await numberTariff(pool, call.user_id, call.assistant_phone_number);
+      const costs = call.answered_ms === null ? { seconds: 0, carrier: 0, total: 0 } : callCosts(callRate(call.mode, tariff), call.last_seen_ms - call.answered_ms);
+      const closed = await pool.transaction(async (tx) => {
+        if (!(await closeOrphanedCall(tx, call, costs))) return false;
+        const unpaid = await chargeCall(tx, call.user_id, call.id, costs.total);
+        if (unpaid > 0) logger.warn({ callId: call.id, userId: call.user_id, unpaid }, 'the balance did not cover the whole call');
+        await enqueueCallEnded(tx, call.id);
+        return true;
+      });
+      if (closed) settled.push(call.id);
+    }
+    if (settled.length > 0) deps.wakeWebhooks();
+    return settled;
+  }
+
+  const sweepOrphans = (): void => {
+    settleOrphans().then(
+      (ids) => ids.length > 0 && logger.warn({ calls: ids }, 'ended and charged calls left open by a stopped process'),
+      (error: unknown) => logger.error({ err: error }, 'calls left open by a stopped process could not be settled'),
     );
-  }, 5 * 60_000);
+  };
+  const sweeper = setInterval(sweepOrphans, 60_000);
   sweeper.unref();
+  sweepOrphans();
+
+  /** While this process has calls, it vouches for them, so other processes' sweeps leave them alone. */
+  let heartbeat: unknown;
+  function armHeartbeat(): void {
+    if (heartbeat !== undefined || stopped) return;
+    heartbeat = clock.setTimeout(() => {
+      heartbeat = undefined;
+      if (live.size === 0) return;
+      touchCalls(pool, [...live.keys()]).catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be touched'));
+      armHeartbeat();
+    }, HEARTBEAT_MS);
+  }
 
   return {
     /** Twilio's voice webhook for a call to one of the platform's numbers; returns TwiML. */
@@ -498,10 +539,14 @@ export function createVoiceService(deps: VoiceDeps) {
       return n;
     },
 
+    /** Ends and charges the calls a stopped process left open (also run every minute); returns their ids. */
+    settleOrphans,
+
     /** Ends every live call (`ended`) and waits for their ends to be saved. */
     async stop(): Promise<void> {
       stopped = true;
       clearInterval(sweeper);
+      if (heartbeat !== undefined) clock.clearTimeout(heartbeat);
       if (tickTimer !== undefined) clock.clearTimeout(tickTimer);
       const pending = [...live.values()];
       for (const entry of pending) entry.session.end('ended');

@@ -130,17 +130,48 @@ export async function endCall(db: CommonQueryMethods, id: number, end: CallEndin
   return result.rowCount > 0;
 }
 
+/** A live process vouches for its calls: their `updated_at` moves, so no sweep takes them for orphans. */
+export async function touchCalls(db: CommonQueryMethods, ids: readonly number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query(sql.unsafe`UPDATE calls SET updated_at = now() WHERE id = ANY(${sql.array([...ids], 'int8')}) AND ended_at IS NULL`);
+}
+
+const orphanRow = z.object({
+  id: z.number(),
+  user_id: z.number(),
+  type: z.enum(['inbound', 'outbound', 'web']),
+  mode: z.enum(['pipeline', 'multimodal', 'dualplex']),
+  assistant_phone_number: z.string().nullable(),
+  answered_ms: z.number().nullable(),
+  last_seen_ms: z.number(),
+  last_seen: z.string(),
+});
+export type OrphanedCall = z.infer<typeof orphanRow>;
+
 /**
- * Calls a stopped process left unfinished. No call lasts longer than the longest `ringing_time`
- * plus `max_duration` (21 minutes), so any call older than 30 minutes without an end is orphaned
- * (safe with several processes on one database). They end `ended`, or `failed` when never answered.
+ * Calls without an end that no process has vouched for in `silentSeconds` (a stopped process
+ * left them), other than `except` (this process's own).
  */
-export async function closeOrphanedCalls(db: CommonQueryMethods): Promise<readonly number[]> {
-  return db.anyFirst(sql.type(z.object({ id: z.number() }))`
-    UPDATE calls SET status = CASE WHEN answered_at IS NULL THEN 'failed' ELSE 'ended' END, ended_at = now(), updated_at = now()
-    WHERE ended_at IS NULL AND created_at < now() - interval '30 minutes'
-      AND status IN ('initiated', 'ringing', 'in-progress')
-    RETURNING id`);
+export async function orphanedCalls(db: CommonQueryMethods, silentSeconds: number, except: readonly number[]): Promise<readonly OrphanedCall[]> {
+  return db.any(sql.type(orphanRow)`
+    SELECT id, user_id, type, mode, assistant_phone_number,
+      (extract(epoch FROM answered_at) * 1000)::float8 AS answered_ms, (extract(epoch FROM updated_at) * 1000)::float8 AS last_seen_ms,
+      updated_at::text AS last_seen
+    FROM calls
+    WHERE ended_at IS NULL AND updated_at < now() - make_interval(secs => ${silentSeconds}) AND NOT (id = ANY(${sql.array([...except], 'int8')}))
+    ORDER BY updated_at LIMIT 100`);
+}
+
+/**
+ * Ends an orphaned call as of when it was last seen alive: `ended` with its duration and costs
+ * when it was answered, else `failed`; false when it ended or was touched meanwhile.
+ */
+export async function closeOrphanedCall(db: CommonQueryMethods, call: OrphanedCall, costs: { seconds: number; carrier: number; total: number }): Promise<boolean> {
+  const result = await db.query(sql.unsafe`
+    UPDATE calls SET status = CASE WHEN answered_at IS NULL THEN 'failed' ELSE 'ended' END, duration = ${costs.seconds},
+      carrier_cost = ${costs.carrier.toFixed(6)}, total_cost = ${costs.total.toFixed(6)}, ended_at = updated_at, updated_at = now()
+    WHERE id = ${call.id} AND ended_at IS NULL AND updated_at = ${call.last_seen}::timestamptz`);
+  return result.rowCount > 0;
 }
 
 /** The type and country of a platform number, for its carrier price. */
