@@ -58,6 +58,29 @@ t.test('a second charge for the same call is refused whole: the balance and the 
   t.equal(await pool.oneFirst(sql.type(z.object({ sum: z.number() }))`SELECT sum(amount)::float8 AS sum FROM ledger_entries WHERE user_id = ${s.userId}`), before, 'the ledger sums to the balance');
 });
 
+t.test('two calls on one balance: when one ends, the other is cut off against what is left after its charge', async (t) => {
+  const s = await voiceSetup(t);
+  const start = await balance(s);
+  await s.api.request('POST', `/admin/users/${s.userId}/balance`, { token: ADMIN_TOKEN, body: { amount: -(start - 0.06), reason: 'test' } });
+  const a = await callIn(s);
+  const b = await callIn(s);
+  // One clock for both calls: each 20 ms step of one phone, the other sends its frame too.
+  for (let ms = 0; ms < 10_000; ms += 20) {
+    b.phone.phone.speak();
+    await a.phone.step();
+  }
+  a.phone.phone.hangUp();
+  const first = await endedCall(s, a.callId);
+  await b.phone.until(() => b.phone.closed, 60_000, 'the cut-off of the second call');
+  const second = await endedCall(s, b.callId);
+  t.equal(second.status, 'ended_by_assistant', 'the second call was ended with a goodbye');
+  const rate = 0.06 / 60 + 0.014 / 60;
+  t.ok(second.total_cost <= 0.06 - first.total_cost + 1e-6, `the second call cost ${second.total_cost}, within the ${(0.06 - first.total_cost).toFixed(6)} left after the first`);
+  t.ok(second.duration < (0.06 - first.total_cost) / rate, `ended after ${second.duration} s`);
+  const left = await balance(s);
+  t.equal(Math.round((0.06 - left) * 1e6) / 1e6, Math.round((first.total_cost + second.total_cost) * 1e6) / 1e6, 'the ledger took both costs in full');
+});
+
 t.test('calls a stopped process left open are ended and charged up to when it last vouched for them', async (t) => {
   const s = await voiceSetup(t);
   const voice = s.api.platform.runtime.services.voice;

@@ -16,6 +16,7 @@ import { isoTimestamp } from '../time.js';
 import { listAssistantTools } from '../tools/repository.js';
 import { enqueueCallEnded } from '../webhooks/outbox.js';
 import type { CallStatus } from '../../schemas/calls.js';
+import { OwnerBalances } from './balances.js';
 import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
 import { callCosts, callRate, type CallRate } from '../prices.js';
 import { chargeCall, closeOrphanedCall, endCall, insertCall, numberTariff, orphanedCalls, setCarrierCallId, touchCalls, updateCallStatus } from './repository.js';
@@ -79,6 +80,8 @@ const EVALUATION_HOLD_MS = 10 * 60_000;
 const METER_MS = 1_000;
 /** A call is told to say goodbye while this much talk time is still paid for. */
 const GOODBYE_RESERVE_S = 10;
+/** How often the meter reads the balances of owners with live calls from the database. */
+const BALANCE_READ_MS = 10_000;
 const E164 = /^\+[1-9]\d{6,14}$/;
 const VOICE_STYLE = 'You are speaking on a live phone call. Answer in short, natural spoken sentences, without lists, markdown or emojis.';
 
@@ -86,8 +89,6 @@ interface Live {
   readonly session: CallSession;
   readonly ownerId: number;
   readonly rate: CallRate;
-  /** The owner's balance when the call started. */
-  readonly balance: number;
   cutOff: boolean;
   readonly record: boolean;
   readonly evaluate: boolean;
@@ -135,11 +136,16 @@ export function createVoiceService(deps: VoiceDeps) {
   function meter(now: number): void {
     const spent = new Map<number, number>();
     for (const entry of live.values()) spent.set(entry.ownerId, (spent.get(entry.ownerId) ?? 0) + runningCost(entry, now));
+    balances.retain(new Set(spent.keys()));
+    if (now - lastBalanceRead >= BALANCE_READ_MS) {
+      lastBalanceRead = now;
+      readBalances();
+    }
     for (const entry of live.values()) {
       if (entry.cutOff || entry.session.currentStatus !== 'in-progress') continue;
       const perSecond = entry.rate.platform + entry.rate.carrier;
       if (perSecond <= 0) continue;
-      if (spent.get(entry.ownerId)! + perSecond * GOODBYE_RESERVE_S >= entry.balance) {
+      if (spent.get(entry.ownerId)! + perSecond * GOODBYE_RESERVE_S >= balances.available(entry.ownerId)) {
         entry.cutOff = true;
         logger.info({ callId: entry.session.spec.callId, userId: entry.ownerId }, 'balance nearly spent; ending the call');
         entry.session.send({ type: 'END', status: 'ended_by_assistant', goodbye: { kind: 'goodbye', reason: 'balance' } });
@@ -147,6 +153,24 @@ export function createVoiceService(deps: VoiceDeps) {
     }
   }
   let lastMeter = 0;
+  const balances = new OwnerBalances();
+  let lastBalanceRead = 0;
+  let readingBalances = false;
+
+  /** Brings the owners' balances up to date with the database (messages, operators, other processes). */
+  function readBalances(): void {
+    const ids = balances.ids();
+    if (readingBalances || ids.length === 0) return;
+    readingBalances = true;
+    const versions = balances.snapshot();
+    pool
+      .any(sql.type(z.object({ id: z.number(), balance: z.number() }))`SELECT id, balance FROM users WHERE id = ANY(${sql.array(ids, 'int8')})`)
+      .then(
+        (rows) => balances.refreshed(versions, new Map(rows.map((row) => [row.id, row.balance]))),
+        (error: unknown) => logger.warn({ err: error }, 'balances of live calls could not be read'),
+      )
+      .finally(() => (readingBalances = false));
+  }
 
   function tick(): void {
     tickTimer = undefined;
@@ -287,7 +311,6 @@ export function createVoiceService(deps: VoiceDeps) {
       session,
       ownerId: assistant.user_id,
       rate,
-      balance,
       cutOff: false,
       record: assistant.record,
       evaluate: assistant.post_call_evaluation && assistant.post_call_schema.length > 0,
@@ -304,6 +327,7 @@ export function createVoiceService(deps: VoiceDeps) {
       ended,
       resolveEnded,
     };
+    balances.know(assistant.user_id, balance);
     live.set(id, entry);
     armHeartbeat();
     if (call.status === 'ringing') session.send({ type: 'RINGING' });
@@ -314,6 +338,7 @@ export function createVoiceService(deps: VoiceDeps) {
     const id = entry.session.spec.callId;
     if (live.get(id) === entry) live.delete(id);
     const costs = callCosts(entry.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
+    balances.ended(entry.ownerId, costs.total);
     const evaluate = entry.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = entry.recorder;
     entry.recorder = undefined;
@@ -327,24 +352,32 @@ export function createVoiceService(deps: VoiceDeps) {
           logger.error({ err: error, callId: id }, 'the recording could not be finished');
         }
       }
-      await pool.transaction(async (tx) => {
-        const wrote = await endCall(tx, id, {
-          recordingPath,
-          evaluationPending: evaluate,
-          carrierCost: costs.carrier,
-          totalCost: costs.total,
-          status: end.status as CallStatus,
-          transcript: end.transcript,
-          duration: end.durationSeconds,
-          answeredBy: end.answeredBy,
-          answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
-          endedAt: isoTimestamp(end.endedAt),
+      const saveEnd = () =>
+        pool.transaction(async (tx) => {
+          const wrote = await endCall(tx, id, {
+            recordingPath,
+            evaluationPending: evaluate,
+            carrierCost: costs.carrier,
+            totalCost: costs.total,
+            status: end.status as CallStatus,
+            transcript: end.transcript,
+            duration: end.durationSeconds,
+            answeredBy: end.answeredBy,
+            answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
+            endedAt: isoTimestamp(end.endedAt),
+          });
+          if (!wrote) return 0;
+          const unpaid = await chargeCall(tx, entry.ownerId, id, costs.total);
+          if (unpaid > 0) logger.warn({ callId: id, userId: entry.ownerId, unpaid }, 'the balance did not cover the whole call');
+          await enqueueCallEnded(tx, id, recordingPath ? deps.recordingUrl(id) : null, evaluate ? EVALUATION_HOLD_MS : 0);
+          return costs.total - unpaid;
         });
-        if (!wrote) return;
-        const unpaid = await chargeCall(tx, entry.ownerId, id, costs.total);
-        if (unpaid > 0) logger.warn({ callId: id, userId: entry.ownerId, unpaid }, 'the balance did not cover the whole call');
-        await enqueueCallEnded(tx, id, recordingPath ? deps.recordingUrl(id) : null, evaluate ? EVALUATION_HOLD_MS : 0);
-      });
+      let charged = 0;
+      try {
+        charged = await saveEnd();
+      } finally {
+        balances.committed(entry.ownerId, costs.total, charged);
+      }
       if (evaluate) deps.evaluate(id);
       await deps.indexCall(id).catch((error: unknown) => logger.error({ err: error, callId: id }, 'the transcript could not be indexed'));
       deps.wakeWebhooks();
