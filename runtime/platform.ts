@@ -213,6 +213,10 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   webhookWorker.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
   void conversationEngine.refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
+  const renewNumbers = () => void services.phoneNumbers.renewDue().catch((error: unknown) => logger.error({ err: error }, 'phone numbers could not be renewed'));
+  const renewals = setInterval(renewNumbers, 60 * 60_000);
+  renewals.unref();
+  renewNumbers();
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
 
   return {
@@ -237,6 +241,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     publicUrl,
     recordings,
     async stop() {
+      clearInterval(renewals);
       await voice.stop();
       await evaluator.idle();
       await webhookWorker.stop();

@@ -1,4 +1,6 @@
 import t from 'tap';
+import { withClient } from './helpers/database.js';
+import { ADMIN_TOKEN } from './helpers/platform.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
@@ -48,6 +50,37 @@ t.test('an unknown number gets TwiML that says so and hangs up; no call is creat
   t.match(String(answer.body), /<Say>The number you have called is not connected to an assistant\. Goodbye\.<\/Say><Hangup\/>/);
   const calls = await s.api.request('GET', '/user/calls', { token: s.token });
   t.equal(calls.body.total, 0);
+});
+
+t.test('a rented number is renewed monthly; unpaid it lapses and takes no calls until its owner can pay', async (t) => {
+  const s = await voiceSetup(t);
+  const phoneNumbers = s.api.platform.runtime.services.phoneNumbers;
+  const balance = async () => Number((await s.api.request('GET', '/user', { token: s.token })).body.data.balance);
+  const monthEnded = () => withClient(s.api.databaseUrl, (db) => db.query(`UPDATE phone_numbers SET paid_until = now() - interval '1 minute' WHERE id = $1`, [s.numberId]));
+  const owned = async () => (await s.api.request('GET', '/user/phone-numbers/all', { token: s.token })).body.data.find((n: { id: number }) => n.id === s.numberId);
+  const webhook = (sid: string) =>
+    s.api.request('POST', '/telephony/twilio/inbound', { raw: new URLSearchParams({ To: s.number, From: '+14155550199', CallSid: sid }).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  const price = await withClient(s.api.databaseUrl, async (db) => Number((await db.query('SELECT monthly_price FROM phone_numbers WHERE id = $1', [s.numberId])).rows[0].monthly_price));
+  t.ok(price > 0);
+
+  t.same(await phoneNumbers.renewDue(), { renewed: [], lapsed: [] }, 'nothing is due within the first month');
+  await monthEnded();
+  const before = await balance();
+  t.same(await phoneNumbers.renewDue(), { renewed: [s.numberId], lapsed: [] });
+  t.equal(Math.round((before - (await balance())) * 1e6) / 1e6, price, 'the next month is charged');
+  t.same(await phoneNumbers.renewDue(), { renewed: [], lapsed: [] }, 'once');
+
+  await monthEnded();
+  await s.api.request('POST', `/admin/users/${s.userId}/balance`, { token: ADMIN_TOKEN, body: { amount: -(await balance()), reason: 'empty it' } });
+  t.same(await phoneNumbers.renewDue(), { renewed: [], lapsed: [s.numberId] });
+  t.equal((await owned()).has_active_subscription, false);
+  t.match(String((await webhook('CAlapsed')).body), /not connected to an assistant/, 'a lapsed number takes no calls');
+  t.same(await phoneNumbers.renewDue(), { renewed: [], lapsed: [] }, 'still unpaid, nothing changes');
+
+  await s.api.credit(s.userId, 5);
+  t.same(await phoneNumbers.renewDue(), { renewed: [s.numberId], lapsed: [] }, 'renewed once the owner can pay');
+  t.equal((await owned()).has_active_subscription, true);
+  t.match(String((await webhook('CArenewed')).body), /<Stream/, 'and it takes calls again');
 });
 
 t.test('a repeated voice webhook gets the same answer while the stream is to connect, then a hang-up; one call either way', async (t) => {

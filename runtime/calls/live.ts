@@ -431,7 +431,9 @@ export function createVoiceService(deps: VoiceDeps) {
   async function inboundAssistant(number: string): Promise<AssistantRow | null> {
     const owner = await pool.maybeOne(sql.type(z.object({ id: z.number(), user_id: z.number() }))`
       SELECT a.id, a.user_id FROM assistants a JOIN phone_numbers p ON p.id = a.phone_number_id
-      WHERE p.phone_number = ${number} AND p.type <> 'caller_id' AND a.type = 'inbound' ORDER BY a.id LIMIT 1`);
+      WHERE p.phone_number = ${number} AND p.type <> 'caller_id' AND a.type = 'inbound'
+        AND NOT (p.paid_until IS NOT NULL AND NOT p.has_active_subscription)
+      ORDER BY a.id LIMIT 1`);
     return owner ? findAssistant(pool, owner.user_id, owner.id) : null;
   }
 

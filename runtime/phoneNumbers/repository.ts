@@ -54,8 +54,9 @@ export async function insertOwnedNumber(
   input: { userId: number; phoneNumber: string; countryCode: string; type: OwnedNumberRow['type']; smsCapable: boolean; region: string; subscribed: boolean; monthlyPrice: number },
 ): Promise<OwnedNumberRow | null> {
   return db.maybeOne(sql.type(ownedNumberRow)`
-    INSERT INTO phone_numbers (user_id, phone_number, country_code, type, sms_capable, region, has_active_subscription, monthly_price)
-    VALUES (${input.userId}, ${input.phoneNumber}, ${input.countryCode}, ${input.type}, ${input.smsCapable}, ${input.region}, ${input.subscribed}, ${input.monthlyPrice})
+    INSERT INTO phone_numbers (user_id, phone_number, country_code, type, sms_capable, region, has_active_subscription, monthly_price, paid_until)
+    VALUES (${input.userId}, ${input.phoneNumber}, ${input.countryCode}, ${input.type}, ${input.smsCapable}, ${input.region}, ${input.subscribed}, ${input.monthlyPrice},
+      ${input.subscribed && input.monthlyPrice > 0 ? sql.fragment`now() + interval '1 month'` : null})
     ON CONFLICT DO NOTHING
     RETURNING ${ownedColumns}`);
 }
@@ -80,4 +81,32 @@ export async function listAssignable(db: CommonQueryMethods, userId: number): Pr
     SELECT p.id, p.phone_number, p.country_code, p.type,
       EXISTS (SELECT 1 FROM assistants a WHERE a.phone_number_id = p.id AND a.type = 'inbound') AS assigned_inbound
     FROM phone_numbers p WHERE p.user_id = ${userId} ORDER BY p.id`);
+}
+
+const dueNumber = z.object({ id: z.number(), user_id: z.number(), phone_number: z.string(), monthly_price: z.number(), paid_until: z.string() });
+export type DueNumber = z.infer<typeof dueNumber>;
+
+/** Rented numbers whose paid month is over, lapsed ones included for `graceDays` after it. */
+export async function numbersDue(db: CommonQueryMethods, graceDays: number, limit: number): Promise<readonly DueNumber[]> {
+  return db.any(sql.type(dueNumber)`
+    SELECT id, user_id, phone_number, monthly_price::float8 AS monthly_price, paid_until::text AS paid_until
+    FROM phone_numbers
+    WHERE paid_until <= now() AND paid_until > now() - make_interval(days => ${graceDays}) AND monthly_price > 0
+    ORDER BY paid_until LIMIT ${limit}`);
+}
+
+/** Pays the number's next month (active again if it had lapsed); false when another renewal came first. */
+export async function extendNumber(db: CommonQueryMethods, number: DueNumber): Promise<boolean> {
+  const result = await db.query(sql.unsafe`
+    UPDATE phone_numbers SET paid_until = paid_until + interval '1 month', has_active_subscription = true
+    WHERE id = ${number.id} AND paid_until = ${number.paid_until}::timestamptz`);
+  return result.rowCount > 0;
+}
+
+/** The owner could not pay: the number lapses until a renewal succeeds; false when it already had. */
+export async function lapseNumber(db: CommonQueryMethods, number: DueNumber): Promise<boolean> {
+  const result = await db.query(sql.unsafe`
+    UPDATE phone_numbers SET has_active_subscription = false
+    WHERE id = ${number.id} AND paid_until = ${number.paid_until}::timestamptz AND has_active_subscription`);
+  return result.rowCount > 0;
 }

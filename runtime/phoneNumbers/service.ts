@@ -4,16 +4,22 @@ import { postLedgerEntry } from '../ledger/service.js';
 import type { Logger } from '../logger.js';
 import {
   deleteOwnedNumber,
+  extendNumber,
   findOwnedNumberForUpdate,
   insertOwnedNumber,
+  lapseNumber,
   listAssignable,
   listOwnedNumbers,
   numberInUse,
+  numbersDue,
   searchInventory,
   takeFromInventory,
   type InventoryRow,
   type OwnedNumberRow,
 } from './repository.js';
+
+/** A lapsed number is renewed when its owner can pay again, for this long after its month ended. */
+export const RENEWAL_GRACE_DAYS = 30;
 
 const OWNED_LABELS = { normal: 'Dedicated Number', sip: 'SIP Trunk', caller_id: 'Verified Caller ID' } as const;
 const ASSIGNABLE_LABELS = { normal: 'Normal', sip: 'SIP', caller_id: 'Caller ID' } as const;
@@ -56,6 +62,39 @@ export function purchasableView(row: InventoryRow) {
 
 export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool; logger: Logger }) {
   return {
+    /**
+     * Charges the next month of every rented number whose paid month is over (once per month, by
+     * the ledger reference); a number whose owner cannot pay lapses until a later run can.
+     */
+    async renewDue(): Promise<{ renewed: number[]; lapsed: number[] }> {
+      const renewed: number[] = [];
+      const lapsed: number[] = [];
+      for (const number of await numbersDue(pool, RENEWAL_GRACE_DAYS, 500)) {
+        try {
+          const paid = await pool.transaction(async (tx) => {
+            if (!(await extendNumber(tx, number))) return false;
+            await postLedgerEntry(tx, {
+              userId: number.user_id,
+              amount: -number.monthly_price,
+              kind: 'phone_number',
+              reference: `${number.id}@${number.paid_until}`,
+              reason: `Month from ${number.paid_until.slice(0, 10)} of ${number.phone_number}`,
+            });
+            return true;
+          });
+          if (paid) renewed.push(number.id);
+        } catch (error) {
+          if (!(error instanceof PlatformError && error.code === 'insufficient_balance')) throw error;
+          if (await lapseNumber(pool, number)) {
+            lapsed.push(number.id);
+            logger.warn({ userId: number.user_id, phoneNumberId: number.id }, 'phone number lapsed: the balance does not cover its month');
+          }
+        }
+      }
+      if (renewed.length > 0) logger.info({ phoneNumberIds: renewed }, 'phone numbers renewed');
+      return { renewed, lapsed };
+    },
+
     async listAll(userId: number) {
       return (await listOwnedNumbers(pool, userId)).map(ownedNumberView);
     },
