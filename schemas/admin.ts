@@ -4,6 +4,7 @@ import { number, text } from './rules.js';
 export interface BalanceAdjustmentInput {
   amount: number;
   reason: string;
+  reference?: string;
 }
 export const balanceAdjustmentSchema = compileSchema<BalanceAdjustmentInput>({
   amount: {
@@ -11,4 +12,5 @@ export const balanceAdjustmentSchema = compileSchema<BalanceAdjustmentInput>({
     notEqual: 0,
   },
   reason: text({ max: 255 }),
+  reference: text({ optional: true, max: 100, description: 'Idempotency key: an adjustment sent again with the same reference is applied once' }),
 });

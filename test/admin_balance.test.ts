@@ -1,6 +1,7 @@
 /**
  * Operator balance adjustments and the ledger:
  * 1. credit and debit move the balance and return it; GET /user shows it.
+ * 1b. with a reference, an adjustment sent again is applied once.
  * 2. a debit below zero is 422 on amount and changes nothing; zero, non-numbers and more than six
  *    decimals are 422.
  * 3. wrong or missing admin token is 401; an unknown user is 404.
@@ -28,13 +29,24 @@ const ledgerMatches = () =>
 t.test('credit and debit', async (t) => {
   const credit = await adjust(10.5);
   t.equal(credit.status, 200);
-  t.same(credit.body, { data: { balance: 10.5 } });
+  t.same(credit.body, { data: { balance: 10.5, applied: true } });
   const debit = await adjust(-0.25);
-  t.same(debit.body, { data: { balance: 10.25 } });
+  t.same(debit.body, { data: { balance: 10.25, applied: true } });
   const me = await api.request('GET', '/user', { token: user.token });
   t.equal(me.body.data.balance, 10.25);
   const { balance, sum } = await ledgerMatches();
   t.equal(Number(balance), Number(sum));
+});
+
+t.test('an adjustment with a reference is applied once, however often it is sent', async (t) => {
+  const holder = await api.user('Holder');
+  const other = await api.user('Other');
+  const send = (id: number) => api.request('POST', `/admin/users/${id}/balance`, { token: ADMIN_TOKEN, body: { amount: 2, reason: 'goodwill', reference: 'ticket-4711' } });
+  const results = await Promise.all([send(holder.id), send(holder.id), send(holder.id)]);
+  t.equal(results.filter((r) => r.body.data.applied).length, 1, 'one of three concurrent sends applied it');
+  t.same((await send(holder.id)).body, { data: { balance: 2, applied: false } }, 'a later repeat changes nothing');
+  t.equal(Number((await api.request('GET', '/user', { token: holder.token })).body.data.balance), 2);
+  t.same((await send(other.id)).body, { data: { balance: 2, applied: true } }, 'references are per user');
 });
 
 t.test('refusals', async (t) => {

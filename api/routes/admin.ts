@@ -14,8 +14,8 @@ export function adminRoutes(admin: AdminService): RouteDefinition[] {
       requestSchema: balanceAdjustmentSchema.schema,
       async handler(req) {
         const id = idParam(req, 'id', 'user_not_found');
-        const { amount, reason } = balanceAdjustmentSchema(req.body);
-        return json(200, { data: await admin.adjustBalance(id, amount, reason) });
+        const { amount, reason, reference } = balanceAdjustmentSchema(req.body);
+        return json(200, { data: await admin.adjustBalance(id, amount, reason, reference) });
       },
     },
   ];

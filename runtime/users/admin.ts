@@ -1,4 +1,5 @@
-import type { DatabasePool } from 'slonik';
+import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
+import { z } from 'zod';
 import { PlatformError, ValidationError } from '../errors.js';
 import { postLedgerEntry } from '../ledger/service.js';
 import type { Logger } from '../logger.js';
@@ -8,21 +9,30 @@ import { findUserById } from './repository.js';
 export function createAdminService({ pool, logger }: { pool: DatabasePool; logger: Logger }) {
   return {
     /**
-     * Credits (positive) or debits (negative) a balance through the ledger.
+     * Credits (positive) or debits (negative) a balance through the ledger. With a `reference`, an
+     * adjustment sent again (an operator's retry after a timeout) is applied once: the repeat
+     * changes nothing and answers the balance as it is, with `applied: false`.
      * @throws PlatformError `user_not_found`; ValidationError on `amount` when a debit would go below zero.
      */
-    async adjustBalance(userId: number, amount: number, reason: string): Promise<{ balance: number }> {
+    async adjustBalance(userId: number, amount: number, reason: string, reference?: string): Promise<{ balance: number; applied: boolean }> {
       if (!(await findUserById(pool, userId))) throw new PlatformError('user_not_found');
-      const balance = await postLedgerEntry(pool, { userId, amount, kind: amount > 0 ? 'admin_credit' : 'admin_debit', reason }).catch(
-        (error: unknown) => {
-          if (error instanceof PlatformError && error.code === 'insufficient_balance') {
-            throw ValidationError.field('amount', 'The amount may not take the balance below zero.');
-          }
-          throw error;
-        },
-      );
-      logger.info({ userId, amount }, 'balance adjusted by operator');
-      return { balance };
+      const ledgerReference = reference === undefined ? null : `${userId}:${reference}`;
+      const current = async () => ({ balance: await pool.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`), applied: false });
+      if (ledgerReference !== null && (await pool.exists(sql.unsafe`SELECT 1 FROM ledger_entries WHERE reference = ${ledgerReference} AND kind IN ('admin_credit', 'admin_debit')`))) {
+        return current();
+      }
+      try {
+        const balance = await postLedgerEntry(pool, { userId, amount, kind: amount > 0 ? 'admin_credit' : 'admin_debit', reason, reference: ledgerReference });
+        logger.info({ userId, amount }, 'balance adjusted by operator');
+        return { balance, applied: true };
+      } catch (error) {
+        if (error instanceof PlatformError && error.code === 'insufficient_balance') {
+          throw ValidationError.field('amount', 'The amount may not take the balance below zero.');
+        }
+        // The same reference twice at once: the other request applied it.
+        if (error instanceof UniqueIntegrityConstraintViolationError) return current();
+        throw error;
+      }
     },
   };
 }
