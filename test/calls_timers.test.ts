@@ -3,7 +3,8 @@ import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
  * The assistant's timers on the manual clock: ringing_time, max_duration, the initial silence,
- * re-engagement after silence and its interval, wait_for_customer, and a media stream that stops.
+ * re-engagement after silence and its interval, wait_for_customer, a media stream that stops, and
+ * a call that never connects.
  */
 
 const form = (s: { number: string }, sid: string) => ({
@@ -97,4 +98,16 @@ t.test('a dropped socket ends the call at once; a stalled media stream within 5 
   t.equal(s.api.platform.runtime.services.voice.session(stalled.callId)?.currentStatus, 'in-progress');
   s.clock.advance(200);
   t.equal((await endedCall(s, stalled.callId)).status, 'ended');
+});
+
+t.test('a call that never connects fails after five minutes, and its stream can no longer join', async (t) => {
+  const s = await voiceSetup(t, { type: 'outbound', phone_number_id: null });
+  const created = await s.api.request('POST', '/web-calls', { body: { assistant_id: s.assistantUuid } });
+  const session = s.api.platform.runtime.services.voice.session(created.body.call_id)!;
+  s.clock.advance(5 * 60_000 - 1_000);
+  t.equal(session.currentStatus, 'initiated', 'still waiting just before');
+  s.clock.advance(2_000);
+  t.match(await endedCall(s, created.body.call_id), { status: 'failed', duration: 0, total_cost: 0 });
+  const { SimulatedPhone } = await import('./helpers/phone.js');
+  await t.rejects(SimulatedPhone.webCall(created.body.websocket_url, s.clock), /401/, 'the token is gone with it');
 });

@@ -22,7 +22,7 @@ import { callCosts, callRate, type CallRate } from '../prices.js';
 import { chargeCall, closeOrphanedCall, endCall, insertCall, numberTariff, orphanedCalls, setCarrierCallId, touchCalls, updateCallStatus } from './repository.js';
 import { builtinFunctions } from './voice/builtins.js';
 import { WavRecorder } from './recording.js';
-import type { CarrierFailure } from './voice/machine.js';
+import { CONNECT_TIMEOUT_MS, type CarrierFailure } from './voice/machine.js';
 import type { SpeechRegistry } from './voice/registry.js';
 import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from './voice/session.js';
 
@@ -66,7 +66,8 @@ export interface VoiceDeps {
   indexCall(callId: number): Promise<void>;
 }
 
-const TOKEN_TTL_MS = 5 * 60_000;
+/** A media stream must join its call within this, the time a call may stay unconnected. */
+const TOKEN_TTL_MS = CONNECT_TIMEOUT_MS;
 /** How often a process vouches for its live calls in the database. */
 const HEARTBEAT_MS = 30_000;
 /** A call no process has vouched for in this long was left by a stopped one (ten heartbeats). */

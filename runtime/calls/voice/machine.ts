@@ -76,6 +76,11 @@ interface Context {
 export const CALL_STATUS_STATES = ['initiated', 'ringing', 'busy', 'in-progress', 'no-answer', 'failed', 'completed', 'ended_by_customer', 'ended_by_assistant', 'ended'] as const;
 
 const GOODBYE_TIMEOUT_MS = 20_000;
+/**
+ * A call still `initiated` this long after it was created never connected (no carrier report, no
+ * media stream; the stream's one-time token has expired by then): it fails instead of waiting forever.
+ */
+export const CONNECT_TIMEOUT_MS = 5 * 60_000;
 const VOICEMAIL_BEEP_WAIT_MS = 30_000;
 
 export const callMachine = setup({
@@ -96,6 +101,7 @@ export const callMachine = setup({
     silence: ({ context }) => (context.reengaged ? context.timers.reengageMs : context.timers.maxSilenceMs),
     goodbye: GOODBYE_TIMEOUT_MS,
     beep: VOICEMAIL_BEEP_WAIT_MS,
+    connect: CONNECT_TIMEOUT_MS,
   },
   guards: {
     greetsFirst: ({ context }) => context.greeting !== null && context.greeting.trim() !== '' && !context.waitForCustomer,
@@ -123,6 +129,7 @@ export const callMachine = setup({
   },
   states: {
     initiated: {
+      after: { connect: { target: 'failed', actions: assign({ failure: 'The call was not connected within 5 minutes' }) } },
       on: {
         RINGING: 'ringing',
         ANSWERED: 'in-progress',
