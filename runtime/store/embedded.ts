@@ -129,8 +129,10 @@ async function initialise(bin: Binaries, directory: string, user: OsUser, passwo
     const { mode } = await stat(parent);
     if ((mode & 0o001) === 0) await chmod(parent, (mode & 0o7777) | 0o711);
   }
+  // Readable by the server user alone (initdb runs as that user when this process is root).
   const passwordFile = join(tmpdir(), `ap-pg-${randomBytes(8).toString('hex')}`);
-  await writeFile(passwordFile, `${password}\n`, { mode: 0o644 });
+  await writeFile(passwordFile, `${password}\n`, { mode: 0o600, flag: 'wx' });
+  if (user.uid !== undefined && user.gid !== undefined) await chown(passwordFile, user.uid, user.gid);
   try {
     await run(bin.initdb, [
       `--pgdata=${directory}`,
