@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { link, mkdir, open, readFile, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { FRAME_SAMPLES, SAMPLE_RATE } from './voice/audio.js';
 
@@ -114,17 +114,36 @@ export class WavRecorder {
   }
 }
 
-/** The secret that signs recording URLs, made once per data directory. */
+const SECRET_BYTES = 32;
+
+/**
+ * The secret that signs recording URLs, made once per data directory: written whole under a
+ * temporary name and linked into place, so a process starting alongside or a crash midway never
+ * leaves a short or empty key; one that is not 32 bytes stops the start rather than sign with it.
+ */
 export async function recordingSecret(dataDir: string): Promise<Buffer> {
   const path = join(dataDir, 'recordings.secret');
+  const read = async () => {
+    const secret = Buffer.from((await readFile(path, 'utf8')).trim(), 'hex');
+    if (secret.length !== SECRET_BYTES) throw new Error(`${path} does not hold a ${SECRET_BYTES}-byte key; remove it to make a new one (existing recording links stop working)`);
+    return secret;
+  };
   try {
-    return Buffer.from((await readFile(path, 'utf8')).trim(), 'hex');
-  } catch {
-    const secret = randomBytes(32);
-    await mkdir(dataDir, { recursive: true });
-    await writeFile(path, secret.toString('hex'), { mode: 0o600, flag: 'wx' }).catch(() => undefined);
-    return Buffer.from((await readFile(path, 'utf8')).trim(), 'hex');
+    return await read();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
+  await mkdir(dataDir, { recursive: true });
+  const temporary = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  await writeFile(temporary, randomBytes(SECRET_BYTES).toString('hex'), { mode: 0o600 });
+  try {
+    await link(temporary, path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  } finally {
+    await unlink(temporary).catch(() => undefined);
+  }
+  return read();
 }
 
 export const RECORDING_URL_TTL_S = 24 * 3600;
