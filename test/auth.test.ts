@@ -5,6 +5,8 @@
  * 3. login returns a Bearer session token expiring in 30 days; wrong password and unknown email are 401.
  * 4. GET /user returns the profile; missing, malformed and unknown tokens are 401 "Unauthenticated.".
  * 5. logout revokes the session token in use and no other; an API key cannot be "logged out".
+ * 6. sign-ins per account are limited (10, then 5 a minute); password hashes run two at a time with
+ *    at most 64 waiting, beyond which sign-ins are refused (503).
  */
 import t from 'tap';
 import { startTestPlatform } from './helpers/platform.js';
@@ -91,4 +93,23 @@ t.test('logout revokes only the token in use', async (t) => {
   t.equal(viaKey.status, 400);
   t.match(viaKey.body.message, /Only session tokens/);
   t.equal((await api.request('GET', '/user', { token: key.body.api_key.token })).status, 200, 'api key unaffected');
+});
+
+t.test('sign-ins are limited per account, and password hashing per process', async (t) => {
+  const email = `guessed-${Date.now()}@example.com`;
+  await api.request('POST', '/auth/register', { body: { name: 'Guessed', email, password: 'correct horse battery' } });
+  const attempt = (address: string) => api.request('POST', '/auth/login', { body: { email: address, password: 'wrong guess' } });
+  for (let i = 0; i < 10; i++) t.equal((await attempt(email)).status, 401);
+  const limited = await attempt(email.toUpperCase());
+  t.equal(limited.status, 429, 'the eleventh attempt in a minute waits, whatever the case of the address');
+  const wait = Number(limited.headers.get('retry-after'));
+  t.ok(wait >= 1 && wait <= 12, `for ${wait} s (one attempt every 12 s)`);
+  t.match(limited.body, { message: /^Too many sign-in attempts\. Try again in \d+ seconds\.$/ });
+  t.equal((await api.request('POST', '/auth/login', { body: { email: 'someone-else@example.com', password: 'x' } })).status, 401, 'other accounts are not affected');
+
+  const { hashPassword, MAX_WAITING_HASHES } = await import('../runtime/auth/secrets.js');
+  const settled = await Promise.allSettled(Array.from({ length: MAX_WAITING_HASHES + 12 }, () => hashPassword('flood')));
+  const refused = settled.filter((result) => result.status === 'rejected');
+  t.equal(refused.length, 10, 'two hash at once, 64 wait, the rest are refused');
+  t.match((refused[0] as PromiseRejectedResult).reason, { code: 'service_unavailable', message: 'Too many sign-ins at once. Please try again shortly.' });
 });

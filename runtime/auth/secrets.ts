@@ -1,18 +1,37 @@
 import { createHash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { PlatformError } from '../errors.js';
 
 /**
  * Passwords are hashed with scrypt (N=2^15, r=8, p=1, 16-byte salt, 64-byte key), run on libuv's
- * thread pool, never on the event loop. Tokens are random 32-byte strings stored only as
+ * thread pool, never on the event loop, two at a time. Tokens are random 32-byte strings stored only as
  * SHA-256 digests.
  */
 
 const SCRYPT = { N: 32768, r: 8, p: 1, maxmem: 64 * 1024 * 1024 } as const satisfies ScryptOptions;
 const KEY_LENGTH = 64;
 
-function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolveKey, reject) => {
-    scrypt(password.normalize('NFKC'), salt, KEY_LENGTH, options, (error, key) => (error ? reject(error) : resolveKey(key)));
-  });
+/** Hashes at once: scrypt runs on libuv's small thread pool, which file I/O and DNS lookups share. */
+const MAX_CONCURRENT_HASHES = 2;
+/** Hashes allowed to wait; a flood of sign-ins beyond this is refused (503), not queued without bound. */
+export const MAX_WAITING_HASHES = 64;
+let hashing = 0;
+const waiting: Array<() => void> = [];
+
+async function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
+  if (hashing < MAX_CONCURRENT_HASHES) hashing++;
+  else if (waiting.length >= MAX_WAITING_HASHES) {
+    throw new PlatformError('service_unavailable', { message: 'Too many sign-ins at once. Please try again shortly.', headers: { 'Retry-After': '1' } });
+  } else await new Promise<void>((resolveTurn) => waiting.push(resolveTurn));
+  try {
+    return await new Promise((resolveKey, reject) => {
+      scrypt(password.normalize('NFKC'), salt, KEY_LENGTH, options, (error, key) => (error ? reject(error) : resolveKey(key)));
+    });
+  } finally {
+    // The slot passes straight to the next in line, so no newcomer can slip past the limit.
+    const next = waiting.shift();
+    if (next) next();
+    else hashing--;
+  }
 }
 
 /** Format: `scrypt$N$r$p$<salt base64>$<key base64>`. */

@@ -1,5 +1,6 @@
 import type { DatabasePool } from 'slonik';
 import { PlatformError, ValidationError } from '../errors.js';
+import { createRateLimiter } from '../rateLimit.js';
 import type { Logger } from '../logger.js';
 import { isoTimestamp } from '../time.js';
 import { findCredentialsByEmail, findUserById, insertUser, type UserRow } from '../users/repository.js';
@@ -35,7 +36,11 @@ export function publicUser(row: UserRow): PublicUser {
   return { id: row.id, name: row.name, email: row.email, balance: row.balance, created_at: row.created_at };
 }
 
+/** Sign-ins per account: 10 at once, then 5 a minute, whatever the outcome (guessing is slow). */
+const SIGN_INS = { capacity: 10, perMinute: 5 } as const;
+
 export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Date.now }: AuthServiceDeps) {
+  const signIns = createRateLimiter(SIGN_INS);
   async function issueSession(userId: number): Promise<{ token: string; expiresAt: string }> {
     const token = newToken('session');
     const expiresAt = isoTimestamp(now() + sessionTtlMs);
@@ -59,6 +64,10 @@ export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Da
 
     /** @throws PlatformError `invalid_credentials`, after the same work whether or not the user exists. */
     async login(input: { email: string; password: string }): Promise<{ token: string; expiresAt: string }> {
+      const verdict = signIns.take(`email:${input.email.trim().toLowerCase()}`);
+      if (!verdict.ok) {
+        throw new PlatformError('too_many_requests', { message: `Too many sign-in attempts. Try again in ${verdict.retryAfterSeconds} seconds.`, headers: { 'Retry-After': String(verdict.retryAfterSeconds) } });
+      }
       const credentials = await findCredentialsByEmail(pool, input.email.trim());
       const valid = await verifyPassword(input.password, credentials?.password_hash ?? DUMMY_PASSWORD_HASH);
       if (!credentials || !valid) throw new PlatformError('invalid_credentials');
