@@ -11,7 +11,7 @@
  * 5. The search operation validates its input and is private to the owner.
  */
 import t from 'tap';
-import { makeDocx, makeZipBomb } from './fixtures/docx.js';
+import { makeDocx, makeLyingZipBomb, makeZipBomb } from './fixtures/docx.js';
 import { makePdf } from './fixtures/pdf.js';
 import { startTestPlatform } from './helpers/platform.js';
 import { html, startSite } from './helpers/site.js';
@@ -89,6 +89,7 @@ t.test('bad files fail with a clear error and the server keeps serving', async (
     ['pdf', 'Locked', makePdf([['secret']], { encrypt: true }), /password-protected/],
     ['pdf', 'Scan', makePdf([[], []]), /no extractable text/],
     ['docx', 'Bomb', await makeZipBomb(120), /unreasonable size/],
+    ['docx', 'Lying bomb', await makeLyingZipBomb(200, 400), /unreasonable size/],
   ];
   const ids: number[] = [];
   for (const [type, name, bytes] of cases) {

@@ -5,7 +5,7 @@ import type { AnyNode, Element } from 'domhandler';
 import mammoth from 'mammoth';
 import { getDocument } from 'pdfjs-dist/legacy/build/pdf.mjs';
 import { normalizeText, type Block } from './text.js';
-import { zipEntries } from './zip.js';
+import { entriesKeepTheirSizes, zipEntries } from './zip.js';
 
 /**
  * Text extraction from uploaded files and web pages. Every failure a user can cause (a corrupt,
@@ -69,7 +69,7 @@ export async function extractDocx(bytes: Uint8Array): Promise<Block[]> {
   if (!entries || !entries.some((e) => e.name === 'word/document.xml')) throw new ExtractionError('The DOCX file is corrupt or unreadable.');
   const expanded = entries.reduce((sum, e) => sum + e.uncompressedSize, 0);
   const packed = entries.reduce((sum, e) => sum + e.compressedSize, 0);
-  if (expanded > DOCX_MAX_EXPANDED || expanded > Math.max(packed, 1) * DOCX_MAX_RATIO) {
+  if (expanded > DOCX_MAX_EXPANDED || expanded > Math.max(packed, 1) * DOCX_MAX_RATIO || !entriesKeepTheirSizes(bytes, entries)) {
     throw new ExtractionError('The DOCX file expands to an unreasonable size and was refused.');
   }
   let html: string;
