@@ -5,6 +5,7 @@
  * 2. with the refusal on, a local server is not reachable (by IP or by name); allowed hosts are.
  * 3. every redirect is checked again: an allowed host redirecting to a refused address is stopped.
  * 4. only http(s); redirects are capped; bodies are capped or refused; time is capped.
+ * 5. the caller's headers (credentials) do not follow a redirect to another origin.
  */
 import t from 'tap';
 import { createOutboundFetch, isBlockedAddress } from '../runtime/net/outbound.js';
@@ -56,4 +57,21 @@ t.test('limits', async (t) => {
   await t.rejects(fetch(`${site.origin}/big`, { maxBytes: 1000, refuseOversize: true }), { message: /larger than 1000 bytes/ });
   await t.rejects(fetch(`${site.origin}/slow`, { timeoutMs: 200 }), { message: /Timed out/, retryable: true });
   t.equal((await fetch(`${site.origin}/post`, { method: 'POST', body: '{}' })).body.toString(), 'POST');
+});
+
+t.test('the caller\'s headers do not follow a redirect to another origin', async (t) => {
+  const first = await startSite(t);
+  const other = await startSite(t);
+  const echo = (req: import('node:http').IncomingMessage) => ({ type: 'application/json', body: JSON.stringify(req.headers) });
+  first.route('/echo', echo);
+  other.route('/echo', echo);
+  first.route('/same', { status: 302, headers: { location: '/echo' } });
+  first.route('/away', { status: 302, headers: { location: `${other.origin}/echo` } });
+  const fetch = createOutboundFetch({ allowPrivate: true, allowHosts: new Set() });
+  const headers = { authorization: 'Bearer tool-secret', 'x-api-key': 'key-123', 'content-type': 'application/json', accept: 'application/json' };
+  const same = JSON.parse((await fetch(`${first.origin}/same`, { headers })).body.toString());
+  t.match(same, { authorization: 'Bearer tool-secret', 'x-api-key': 'key-123' }, 'kept on the same origin');
+  const away = JSON.parse((await fetch(`${first.origin}/away`, { headers })).body.toString());
+  t.notOk('authorization' in away || 'x-api-key' in away, 'dropped for another origin');
+  t.match(away, { 'content-type': 'application/json', accept: 'application/json' }, 'neutral ones kept');
 });

@@ -87,16 +87,31 @@ export interface OutboundResponse {
 
 export type OutboundFetch = (url: string, init?: OutboundRequest) => Promise<OutboundResponse>;
 
+/** Headers that carry nothing of the caller's: what a request may keep across origins. */
+const NEUTRAL_HEADERS = new Set(['accept', 'accept-language', 'content-type', 'user-agent']);
+
+function neutralHeaders(headers: OutboundRequest['headers']): OutboundRequest['headers'] {
+  if (!headers) return headers;
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => NEUTRAL_HEADERS.has(name.toLowerCase())));
+}
+
 export function createOutboundFetch(policy: OutboundPolicy): OutboundFetch {
-  async function resolve(url: URL): Promise<{ address: string; family: number }> {
+  async function resolve(url: URL, deadline: AbortSignal): Promise<{ address: string; family: number }> {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OutboundError(`Only http and https URLs can be fetched (${url.protocol})`, false);
     const host = url.hostname.replace(/^\[|\]$/g, '');
     let addresses: Array<{ address: string; family: number }>;
     if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
     else {
+      // A resolver that never answers must not hold the request past its time limit.
+      const timedOut = new Promise<never>((_, reject) => {
+        const abort = () => reject(new OutboundError(`Timed out resolving ${host}`, true));
+        if (deadline.aborted) abort();
+        else deadline.addEventListener('abort', abort, { once: true });
+      });
       try {
-        addresses = await dnsLookup(host, { all: true, verbatim: true });
+        addresses = await Promise.race([dnsLookup(host, { all: true, verbatim: true }), timedOut]);
       } catch (cause) {
+        if (cause instanceof OutboundError) throw cause;
         throw new OutboundError(`Could not resolve ${host}`, true, { cause });
       }
     }
@@ -120,8 +135,9 @@ export function createOutboundFetch(policy: OutboundPolicy): OutboundFetch {
     }
     let method = init.method ?? 'GET';
     let body = init.body;
+    let requestHeaders = init.headers;
     for (let hop = 0; ; hop++) {
-      const target = await resolve(url);
+      const target = await resolve(url, deadline);
       // Pin the connection to the address that was checked.
       const pinned: LookupFunction = (_host, options, callback) => {
         if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: Array<{ address: string; family: number }>) => void)(null, [target]);
@@ -129,7 +145,7 @@ export function createOutboundFetch(policy: OutboundPolicy): OutboundFetch {
       };
       const dispatcher = new Agent({ connect: { lookup: pinned }, keepAliveTimeout: 1, keepAliveMaxTimeout: 1 });
       try {
-        const response = await request(url, { method: method as 'GET', headers: init.headers, body, signal: deadline, dispatcher }).catch((cause: unknown) => {
+        const response = await request(url, { method: method as 'GET', headers: requestHeaders, body, signal: deadline, dispatcher }).catch((cause: unknown) => {
           const timedOut = deadline.aborted;
           throw new OutboundError(timedOut ? `Timed out fetching ${url.href}` : `Could not connect to ${url.host}: ${(cause as Error).message}`, true, { cause });
         });
@@ -139,7 +155,11 @@ export function createOutboundFetch(policy: OutboundPolicy): OutboundFetch {
         if (response.statusCode >= 300 && response.statusCode < 400 && location) {
           await response.body.dump();
           if (hop >= (init.maxRedirects ?? 5)) throw new OutboundError(`Too many redirects fetching ${rawUrl}`, false);
-          url = new URL(location, url);
+          const next = new URL(location, url);
+          // Headers the caller set (a tool's API key, a webhook's signature) go to the origin they
+          // were meant for, never to another one a redirect names.
+          if (next.origin !== url.origin) requestHeaders = neutralHeaders(requestHeaders);
+          url = next;
           if (response.statusCode === 303 || ((response.statusCode === 301 || response.statusCode === 302) && method === 'POST')) {
             method = 'GET';
             body = undefined;
