@@ -10,6 +10,7 @@ import type { Builtin, BuiltinEffect } from './builtins.js';
 import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
 import { Playout, heardText, type Segment } from './playout.js';
 import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
+import { SpeechQueue } from './speechQueue.js';
 import { EnergyVad, MIN_ENDPOINT_MS, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
 
 /**
@@ -632,10 +633,8 @@ export class CallSession {
   /** Text model rounds with tools; sentences are spoken as they complete. */
   private async modelLoop(messages: ChatMessage[], functions: readonly FunctionDefinition[], signal: AbortSignal, started: () => void, userText: string): Promise<ResponseOutcome & { transfer?: string }> {
     const effects: BuiltinEffect[] = [];
-    let speaking = Promise.resolve();
-    const say = (sentence: string) => {
-      speaking = speaking.then(() => this.speakSegment(sentence, signal, started));
-    };
+    const speech = new SpeechQueue();
+    const say = (sentence: string) => speech.add(() => this.speakSegment(sentence, signal, started));
     let filler: unknown;
     let heardAnything = false;
     if (this.spec.fillers) {
@@ -680,7 +679,7 @@ export class CallSession {
           this.history.push(message);
         }
       }
-      await speaking;
+      await speech.done();
     } finally {
       if (filler !== undefined) this.clock.clearTimeout(filler);
     }
@@ -713,7 +712,7 @@ export class CallSession {
           : request.kind === 'greeting' || request.kind === 'voicemail'
             ? `${SAY_EXACTLY}"${request.text}"`
             : undefined;
-    let speaking = Promise.resolve();
+    const speech = new SpeechQueue();
     let rounds = 0;
     await new Promise<void>((resolve, reject) => {
       let segment: Segment | undefined;
@@ -775,7 +774,7 @@ export class CallSession {
             return;
           }
           case 'text':
-            if (this.spec.mode === 'dualplex') for (const sentence of chunker.push(event.delta)) speaking = speaking.then(() => this.speakSegment(sentence, signal, started));
+            if (this.spec.mode === 'dualplex') for (const sentence of chunker.push(event.delta)) speech.add(() => this.speakSegment(sentence, signal, started));
             else {
               spokenText += event.delta;
               if (segment) segment.text = spokenText;
@@ -788,7 +787,7 @@ export class CallSession {
             if (timer !== undefined) this.clock.clearTimeout(timer);
             timer = undefined;
             if (segment) this.playout?.finish(segment);
-            for (const sentence of chunker.flush()) speaking = speaking.then(() => this.speakSegment(sentence, signal, started));
+            for (const sentence of chunker.flush()) speech.add(() => this.speakSegment(sentence, signal, started));
             const unreadable = pendingCalls.some((call) => !isJsonObject(call.arguments));
             if (event.status === 'failed' || unreadable) {
               pendingCalls = [];
@@ -812,7 +811,7 @@ export class CallSession {
       };
       ask(instructions);
     });
-    await speaking;
+    await speech.done();
     return outcomeOf(effects);
   }
 
