@@ -384,7 +384,10 @@ export function createVoiceService(deps: VoiceDeps) {
       deps.wakeWebhooks();
       if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
     });
-    void entry.persisting.then(() => entry.resolveEnded());
+    void entry.persisting.then(() => {
+      entry.resolveEnded();
+      endedWaiters.delete(id);
+    });
   }
 
   /** The media socket joins its call; one use per token, within 5 minutes. */
