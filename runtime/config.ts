@@ -76,7 +76,8 @@ export interface Config {
 }
 
 export interface SpeechVendors {
-  readonly deepgram?: { readonly apiKey: string; readonly url: string };
+  /** `keepAliveMs`: how long an idle stream waits before telling Deepgram it is alive (default 5 s; it closes streams silent for 10 s). */
+  readonly deepgram?: { readonly apiKey: string; readonly url: string; readonly keepAliveMs?: number };
   readonly elevenlabs?: { readonly apiKey: string; readonly url: string };
   readonly openai?: { readonly apiKey: string; readonly url: string; readonly realtimeUrl: string };
 }

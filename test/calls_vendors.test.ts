@@ -4,7 +4,8 @@ import { startFakeSpeech, type FakeSpeech } from './fakes/speech.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
- * The vendor adapters against local fakes of their wire protocols: Deepgram live STT and
+ * The vendor adapters against local fakes of their wire protocols: Deepgram live STT (kept alive
+ * while idle) and
  * ElevenLabs streaming TTS in a pipeline call (voice settings reach the TTS request; a language
  * switch picks the voice of that language), OpenAI Realtime in multimodal (session.update,
  * greeting, turn, barge-in with truncate, function call), OpenAI Realtime text with OpenAI TTS in
@@ -18,6 +19,18 @@ const speechConfig = (fake: FakeSpeech) => ({
     elevenlabs: { apiKey: keys.elevenlabs, url: fake.httpUrl },
     openai: { apiKey: keys.openai, url: `${fake.httpUrl}/v1`, realtimeUrl: `${fake.wsUrl}/v1/realtime` },
   },
+});
+
+t.test('an idle Deepgram stream is kept alive, so it outlasts a long ring', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const config = speechConfig(fake);
+  const s = await voiceSetup(t, {}, { config: { speech: { ...config.speech, deepgram: { ...config.speech.deepgram, keepAliveMs: 30 } } } });
+  const { phone, callId } = await callIn(s);
+  // No audio goes out while nobody steps the phone: real time passes with the stream idle.
+  for (let i = 0; i < 200 && !fake.deepgramControl.includes('KeepAlive'); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.ok(fake.deepgramControl.includes('KeepAlive'), 'KeepAlive sent while no audio flowed');
+  phone.phone.hangUp();
+  t.match(await endedCall(s, callId), { status: 'ended_by_customer' });
 });
 
 t.test('pipeline with Deepgram and ElevenLabs: settings reach the TTS, a language switch changes the voice', async (t) => {

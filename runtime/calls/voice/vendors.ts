@@ -105,7 +105,10 @@ export function createOpenAiTts(settings: { apiKey: string; url: string; model?:
   };
 }
 
-export function createDeepgramStt(settings: { apiKey: string; url: string; model?: string }, probe?: FirstByteProbe): SttProvider {
+/** Deepgram closes a stream that gets no audio for 10 s; an idle one (ringing, a held call) says it is alive. */
+const DEEPGRAM_KEEPALIVE_MS = 5_000;
+
+export function createDeepgramStt(settings: { apiKey: string; url: string; model?: string; keepAliveMs?: number }, probe?: FirstByteProbe): SttProvider {
   return {
     name: 'deepgram',
     open(options: SttOptions): SttStream {
@@ -124,10 +127,18 @@ export function createDeepgramStt(settings: { apiKey: string; url: string; model
       const queue: Array<Buffer | string> = [];
       let closed = false;
       let sentAt: number | undefined;
+      let lastSent = performance.now();
       const send = (data: Buffer | string) => {
+        lastSent = performance.now();
         if (socket.readyState === WebSocket.OPEN) socket.send(data);
         else if (socket.readyState === WebSocket.CONNECTING && queue.length < 500) queue.push(data);
       };
+      const keepAliveMs = settings.keepAliveMs ?? DEEPGRAM_KEEPALIVE_MS;
+      const keepAlive = setInterval(() => {
+        if (socket.readyState === WebSocket.OPEN && performance.now() - lastSent >= keepAliveMs) send(JSON.stringify({ type: 'KeepAlive' }));
+      }, keepAliveMs / 2);
+      keepAlive.unref();
+      socket.on('close', () => clearInterval(keepAlive));
       socket.on('open', () => {
         for (const data of queue.splice(0)) socket.send(data);
       });
@@ -167,6 +178,7 @@ export function createDeepgramStt(settings: { apiKey: string; url: string; model
           send(JSON.stringify({ type: 'Finalize' }));
         },
         close() {
+          clearInterval(keepAlive);
           if (closed) return;
           closed = true;
           if (socket.readyState === WebSocket.OPEN) {
