@@ -105,9 +105,10 @@ t.test('an outbound call through the loopback carrier: initiated, ringing, in-pr
   t.same(foreign.body.errors, { assistant_id: ['The selected assistant id is invalid.'] });
 });
 
-t.test('outbound status callbacks: busy, no-answer after ringing_time, failed', async (t) => {
+t.test('outbound status callbacks: busy, no-answer after ringing_time (the carrier told to stop ringing), failed', async (t) => {
   const dialed: LoopbackDial[] = [];
-  const s = await outboundSetup(t, (call) => dialed.push(call), { ringing_time: 10 });
+  const carrier = createLoopbackCarrier((call) => dialed.push(call));
+  const s = await voiceSetup(t, { type: 'outbound', ringing_time: 10 }, { runtime: { carrier } });
   const place = async () => (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
   const busy = await place();
   await s.api.request('POST', `/telephony/twilio/status?call_id=${busy}`, form({ CallStatus: 'busy' }));
@@ -116,6 +117,7 @@ t.test('outbound status callbacks: busy, no-answer after ringing_time, failed', 
   await s.api.request('POST', `/telephony/twilio/status?call_id=${unanswered}`, form({ CallStatus: 'ringing' }));
   s.clock.advance(10_100);
   t.equal((await endedCall(s, unanswered)).status, 'no-answer');
+  t.same(carrier.hangUps, [{ carrierCallId: dialed[1]!.carrierCallId, state: 'ringing' }], 'the callee\'s phone stops ringing; a busy call needs no hang-up');
   const failed = await place();
   await s.api.request('POST', `/telephony/twilio/status?call_id=${failed}`, form({ CallStatus: 'failed' }));
   t.equal((await endedCall(s, failed)).status, 'failed');
@@ -162,6 +164,26 @@ t.test('Twilio REST carrier: create call with TwiML and callbacks; signed webhoo
   const call = await endedCall(s, callId);
   t.equal(call.status, 'ended_by_assistant');
   t.equal(call.answered_by, 'machine');
+});
+
+t.test('Twilio REST carrier: a call given up while ringing is canceled there', async (t) => {
+  const sid = 'AC0123456789abcdef0123456789abcdef';
+  const authToken = 'twilio-auth-token';
+  const fake = await startFakeTwilio(t, sid, authToken);
+  const s = await voiceSetup(t, { type: 'outbound', ringing_time: 5 }, { config: { twilio: { accountSid: sid, authToken, apiUrl: fake.apiUrl } } });
+  const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
+  await t.resolves(async () => {
+    while (fake.requests.length === 0) await new Promise((resolve) => setImmediate(resolve));
+  });
+  await s.api.platform.runtime.services.voice.saved(callId);
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallStatus: 'ringing' }));
+  s.clock.advance(5_100);
+  t.equal((await endedCall(s, callId)).status, 'no-answer');
+  await t.resolves(async () => {
+    while (fake.requests.length < 2) await new Promise((resolve) => setImmediate(resolve));
+  });
+  t.equal(fake.requests[1]!.path, `/2010-04-01/Accounts/${sid}/Calls/CA${'1'.padStart(32, '0')}.json`);
+  t.equal(fake.requests[1]!.form.get('Status'), 'canceled');
 });
 
 t.test('voicemail: a long greeting is a machine; the message is left after it; a failing voice fails the call', async (t) => {

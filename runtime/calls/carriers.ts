@@ -27,8 +27,13 @@ export interface Carrier {
   readonly name: string;
   /** @throws CarrierError when the carrier refuses the call. */
   place(request: PlaceCallRequest): Promise<{ carrierCallId: string }>;
-  /** Redirects the live call to `number`. (Hanging up needs no carrier call: closing the media stream ends the TwiML, and the call.) */
+  /** Redirects the live call to `number`. (Hanging up an answered call needs no carrier call: closing the media stream ends the TwiML, and the call.) */
   transfer(carrierCallId: string, number: string): Promise<void>;
+  /**
+   * Ends a call the platform gave up on before it was answered: an outbound one still ringing
+   * (`ringing`: the callee's phone stops), or one whose media stream never connected.
+   */
+  hangUp(carrierCallId: string, state: 'ringing' | 'connected'): Promise<void>;
 }
 
 export class CarrierError extends Error {
@@ -96,6 +101,9 @@ export function createTwilioCarrier(settings: TwilioSettings): Carrier {
     async transfer(carrierCallId, number) {
       await post(`/Calls/${encodeURIComponent(carrierCallId)}.json`, { Twiml: dialTwiml(number) });
     },
+    async hangUp(carrierCallId, state) {
+      await post(`/Calls/${encodeURIComponent(carrierCallId)}.json`, { Status: state === 'ringing' ? 'canceled' : 'completed' });
+    },
   };
 }
 
@@ -111,6 +119,7 @@ export interface LoopbackDial {
 
 export interface LoopbackCarrier extends Carrier {
   readonly transfers: Array<{ carrierCallId: string; number: string }>;
+  readonly hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }>;
 }
 
 /**
@@ -119,9 +128,11 @@ export interface LoopbackCarrier extends Carrier {
  */
 export function createLoopbackCarrier(dial: (call: LoopbackDial) => void, logger?: Logger): LoopbackCarrier {
   const transfers: Array<{ carrierCallId: string; number: string }> = [];
+  const hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }> = [];
   return {
     name: 'loopback',
     transfers,
+    hangUps,
     async place(request) {
       const carrierCallId = `LB${randomBytes(16).toString('hex')}`;
       queueMicrotask(() => {
@@ -135,6 +146,9 @@ export function createLoopbackCarrier(dial: (call: LoopbackDial) => void, logger
     },
     async transfer(carrierCallId, number) {
       transfers.push({ carrierCallId, number });
+    },
+    async hangUp(carrierCallId, state) {
+      hangUps.push({ carrierCallId, state });
     },
   };
 }

@@ -340,6 +340,13 @@ export function createVoiceService(deps: VoiceDeps) {
     if (live.get(id) === entry) live.delete(id);
     const costs = callCosts(entry.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
     balances.ended(entry.ownerId, costs.total);
+    if (end.answeredAt === null && entry.carrierCallId !== null && end.status !== 'busy') {
+      // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
+      const carrierCallId = entry.carrierCallId;
+      deps.carrier.hangUp(carrierCallId, entry.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
+        logger.debug({ err: error, callId: id }, 'the carrier did not take the hang-up (the call may have ended there first)'),
+      );
+    }
     const evaluate = entry.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = entry.recorder;
     entry.recorder = undefined;
