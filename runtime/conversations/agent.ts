@@ -1,5 +1,5 @@
 import type { KnowledgeService } from '../knowledge/service.js';
-import type { ChatMessage, FunctionDefinition, LlmProvider, ToolCall } from '../llm/types.js';
+import { LlmError, type ChatMessage, type FunctionDefinition, type LlmProvider, type ToolCall } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import type { ToolRow } from '../tools/repository.js';
@@ -25,8 +25,17 @@ export interface RoundRequest {
   readonly signal?: AbortSignal;
   /** JSON mode. */
   readonly json?: boolean;
+  /** Longest wait for the model's next event, its first included. @defaultValue 20 s */
+  readonly stallMs?: number;
   onDelta(delta: string): void;
 }
+
+/**
+ * A model that stops sending mid-answer is given up after this (the SDK's own timeout ends once
+ * the headers arrive): its fallback answers instead, or the turn fails, rather than a caller
+ * waiting in silence until the call's maximum duration.
+ */
+export const MODEL_STALL_MS = 20_000;
 
 export interface RoundResult {
   readonly text: string;
@@ -38,13 +47,26 @@ export async function streamRound(request: RoundRequest, logger: Logger, context
   const attempt = async (llm: ModelChoice): Promise<RoundResult> => {
     let text = '';
     let calls: ToolCall[] = [];
-    for await (const event of llm.provider.stream({ model: llm.model, messages: request.messages, functions: request.functions, temperature: request.temperature, signal: request.signal, json: request.json })) {
-      if (request.signal?.aborted) break;
-      if (event.type === 'text') {
-        text += event.delta;
-        request.onDelta(event.delta);
-      } else calls = event.calls;
+    const stall = new AbortController();
+    const stallMs = request.stallMs ?? MODEL_STALL_MS;
+    let timer = setTimeout(() => stall.abort(), stallMs);
+    const signal = request.signal ? AbortSignal.any([request.signal, stall.signal]) : stall.signal;
+    try {
+      for await (const event of llm.provider.stream({ model: llm.model, messages: request.messages, functions: request.functions, temperature: request.temperature, signal, json: request.json })) {
+        if (signal.aborted) break;
+        clearTimeout(timer);
+        timer = setTimeout(() => stall.abort(), stallMs);
+        if (event.type === 'text') {
+          text += event.delta;
+          request.onDelta(event.delta);
+        } else calls = event.calls;
+      }
+    } catch (error) {
+      if (!stall.signal.aborted || request.signal?.aborted) throw error;
+    } finally {
+      clearTimeout(timer);
     }
+    if (stall.signal.aborted && !request.signal?.aborted) throw new LlmError(`The model sent nothing for ${Math.round(stallMs / 1000)} s`, true);
     return { text, calls };
   };
   try {
