@@ -43,17 +43,62 @@ async function* pcmChunks(body: ReadableStream<Uint8Array>, signal: AbortSignal)
   }
 }
 
+/** A voice that stops sending is given up after this (fetch has no timeout of its own once headers arrive). */
+const TTS_STALL_MS = 10_000;
+
+/**
+ * A signal that also aborts when `touch()` has not been called for `ms`: the request's own signal
+ * (the call or the response ending) or a stall, which `stalled` tells apart.
+ */
+function stallGuard(outer: AbortSignal, ms: number) {
+  const stall = new AbortController();
+  let timer = setTimeout(() => stall.abort(), ms);
+  return {
+    signal: AbortSignal.any([outer, stall.signal]),
+    touch(): void {
+      clearTimeout(timer);
+      timer = setTimeout(() => stall.abort(), ms);
+    },
+    get stalled(): boolean {
+      return stall.signal.aborted && !outer.aborted;
+    },
+    dispose(): void {
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** Streams a TTS response's PCM as whole samples, failing clearly when the vendor goes quiet. */
+async function* guardedSpeech(vendor: string, request: TtsRequest, stallMs: number, open: (signal: AbortSignal) => Promise<Response>): AsyncIterable<Int16Array> {
+  const guard = stallGuard(request.signal, stallMs);
+  try {
+    const response = await open(guard.signal);
+    if (!response.ok || !response.body) throw await failure(response, vendor);
+    guard.touch();
+    for await (const chunk of pcmChunks(response.body, guard.signal)) {
+      guard.touch();
+      yield chunk;
+    }
+    if (guard.stalled) throw new Error(`${vendor} sent no audio for ${Math.round(stallMs / 1000)} s`);
+  } catch (error) {
+    if (guard.stalled) throw new Error(`${vendor} sent no audio for ${Math.round(stallMs / 1000)} s`, { cause: error });
+    throw error;
+  } finally {
+    guard.dispose();
+  }
+}
+
 async function failure(response: Response, vendor: string): Promise<Error> {
   const text = await response.text().catch(() => '');
   return new Error(`${vendor} answered HTTP ${response.status}${text ? `: ${text.slice(0, 200)}` : ''}`);
 }
 
-export function createElevenLabsTts(settings: { apiKey: string; url: string; model?: string }, probe?: FirstByteProbe): TtsProvider {
+export function createElevenLabsTts(settings: { apiKey: string; url: string; model?: string; stallMs?: number }, probe?: FirstByteProbe): TtsProvider {
   return {
     name: 'elevenlabs',
     async *synthesize(request: TtsRequest) {
       const started = performance.now();
-      const response = await fetch(`${settings.url}/v1/text-to-speech/${encodeURIComponent(request.voice)}/stream?output_format=pcm_16000`, {
+      const audio = guardedSpeech('ElevenLabs', request, settings.stallMs ?? TTS_STALL_MS, (signal) => fetch(`${settings.url}/v1/text-to-speech/${encodeURIComponent(request.voice)}/stream?output_format=pcm_16000`, {
         method: 'POST',
         headers: { 'xi-api-key': settings.apiKey, 'content-type': 'application/json', accept: 'audio/pcm' },
         body: JSON.stringify({
@@ -62,11 +107,10 @@ export function createElevenLabsTts(settings: { apiKey: string; url: string; mod
           language_code: request.language,
           voice_settings: { stability: request.stability, similarity_boost: request.similarity, style: request.emotion ? 0.3 : 0, use_speaker_boost: true, speed: request.speed },
         }),
-        signal: request.signal,
-      });
-      if (!response.ok || !response.body) throw await failure(response, 'ElevenLabs');
+        signal,
+      }));
       let first = true;
-      for await (const chunk of pcmChunks(response.body, request.signal)) {
+      for await (const chunk of audio) {
         if (first) probe?.('tts', 'elevenlabs', performance.now() - started);
         first = false;
         yield chunk;
@@ -75,12 +119,12 @@ export function createElevenLabsTts(settings: { apiKey: string; url: string; mod
   };
 }
 
-export function createOpenAiTts(settings: { apiKey: string; url: string; model?: string }, probe?: FirstByteProbe): TtsProvider {
+export function createOpenAiTts(settings: { apiKey: string; url: string; model?: string; stallMs?: number }, probe?: FirstByteProbe): TtsProvider {
   return {
     name: 'openai',
     async *synthesize(request: TtsRequest) {
       const started = performance.now();
-      const response = await fetch(`${settings.url}/audio/speech`, {
+      const audio = guardedSpeech('OpenAI TTS', request, settings.stallMs ?? TTS_STALL_MS, (signal) => fetch(`${settings.url}/audio/speech`, {
         method: 'POST',
         headers: { authorization: `Bearer ${settings.apiKey}`, 'content-type': 'application/json' },
         body: JSON.stringify({
@@ -91,12 +135,11 @@ export function createOpenAiTts(settings: { apiKey: string; url: string; model?:
           speed: request.speed,
           ...(request.emotion ? { instructions: 'Speak warmly and expressively.' } : {}),
         }),
-        signal: request.signal,
-      });
-      if (!response.ok || !response.body) throw await failure(response, 'OpenAI TTS');
+        signal,
+      }));
       const resampler = new Resampler(24_000, SAMPLE_RATE);
       let first = true;
-      for await (const chunk of pcmChunks(response.body, request.signal)) {
+      for await (const chunk of audio) {
         if (first) probe?.('tts', 'openai', performance.now() - started);
         first = false;
         yield resampler.process(chunk);
