@@ -130,3 +130,32 @@ t.test('a mid-call tool and the calendar tools are called during the call', asyn
   t.same(JSON.parse(fake.requests[3]!.body.messages.at(-1).content), { ok: true, slots: ['2026-11-25T09:00:00.000Z', '2026-11-25T10:00:00.000Z'] });
   t.match(call.transcript, /assistant: Your order A-17 has shipped\.\nuser: Book me a call tomorrow morning\.\nassistant: You are booked for nine\.$/);
 });
+
+t.test('after the caller hangs up, no further tool of the turn runs', async (t) => {
+  const site = await startSite(t);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let arrived!: () => void;
+  const firstCall = new Promise<void>((resolve) => (arrived = resolve));
+  site.route('/orders', () => (arrived(), { type: 'application/json', body: '{"status":"shipped"}', heldUntil: held }));
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, {}, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } }, outboundAllowPrivate: true } });
+  const tool = await s.api.request('POST', '/user/tools', {
+    token: s.token,
+    body: { name: 'check_order', description: 'Looks up an order', endpoint: `${site.origin}/orders`, method: 'GET', timeout: 30, schema: [{ name: 'order_id', type: 'string', description: 'The order id' }] },
+  });
+  await s.api.request('PUT', `/user/assistant/${s.assistantId}`, { token: s.token, body: { tool_ids: [tool.body.data.id] } });
+  fake.scriptChat({ toolCalls: [{ name: 'check_order', arguments: { order_id: 'A-1' } }, { name: 'check_order', arguments: { order_id: 'A-2' } }] }, { text: 'Both shipped.' });
+  const { phone, callId } = await callIn(s, ['Where are orders A-1 and A-2?']);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => site.requests.length > 0, 5_000, 'the first tool call');
+  await firstCall;
+  phone.phone.hangUp();
+  await s.api.platform.runtime.services.voice.whenEnded(callId);
+  release();
+  t.match(await endedCall(s, callId), { status: 'ended_by_customer' });
+  // The first request was under way when the caller left; the turn stops there.
+  await new Promise((resolve) => setImmediate(resolve));
+  t.same(site.requests, ['/orders?order_id=A-1'], 'the second lookup never ran');
+});

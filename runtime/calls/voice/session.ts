@@ -673,6 +673,8 @@ export class CallSession {
         messages.push({ role: 'assistant', content: result.text || null, toolCalls: result.calls });
         this.history.push({ role: 'assistant', content: result.text || null, toolCalls: result.calls });
         for (const call of result.calls) {
+          // After a hang-up or barge-in no further tool runs (a booking, a transfer) on the turn's behalf.
+          if (signal.aborted) break;
           const output = await this.runCall(call, effects, userText, started);
           const message: ChatMessage = { role: 'tool', content: JSON.stringify(output), toolCallId: call.id };
           messages.push(message);
@@ -743,7 +745,7 @@ export class CallSession {
         }
         rounds++;
         this.logger.warn({ callId: this.spec.callId, reason }, 'realtime function calling failed; the text model takes over');
-        void this.toolRoundWithTextModel(fallback, effects, started).then((said) => {
+        void this.toolRoundWithTextModel(fallback, effects, started, signal).then((said) => {
           if (signal.aborted) return;
           if (said.results.length > 0) {
             for (const result of said.results) session.addMessage('user', `[The ${result.name} tool returned: ${JSON.stringify(result.output)}]`);
@@ -816,11 +818,14 @@ export class CallSession {
   }
 
   /** One text-model round over the transcript so far, with the tools; runs what it calls. */
-  private async toolRoundWithTextModel(model: ModelChoice, effects: BuiltinEffect[], started: () => void): Promise<{ text: string; results: Array<{ name: string; output: unknown }> }> {
+  private async toolRoundWithTextModel(model: ModelChoice, effects: BuiltinEffect[], started: () => void, signal: AbortSignal): Promise<{ text: string; results: Array<{ name: string; output: unknown }> }> {
     const messages: ChatMessage[] = [{ role: 'system', content: this.spec.systemPrompt }, ...this.transcript.filter((e) => e.text).map((e): ChatMessage => ({ role: e.role, content: e.text }))];
-    const round = await streamRound({ llm: model, fallback: undefined, messages, functions: this.spec.functions, temperature: this.spec.temperature, onDelta: () => {} }, this.logger, { callId: this.spec.callId });
+    const round = await streamRound({ llm: model, fallback: undefined, messages, functions: this.spec.functions, temperature: this.spec.temperature, signal, onDelta: () => {} }, this.logger, { callId: this.spec.callId });
     const results = [];
-    for (const call of round.calls) results.push({ name: call.name, output: await this.runCall(call, effects, '', started) });
+    for (const call of round.calls) {
+      if (signal.aborted) break;
+      results.push({ name: call.name, output: await this.runCall(call, effects, '', started) });
+    }
     return { text: round.text, results };
   }
 
