@@ -81,6 +81,26 @@ t.test('two calls on one balance: when one ends, the other is cut off against wh
   t.equal(Math.round((0.06 - left) * 1e6) / 1e6, Math.round((first.total_cost + second.total_cost) * 1e6) / 1e6, 'the ledger took both costs in full');
 });
 
+t.test('the end of a call is saved again when the database refused it the first time', async (t) => {
+  const s = await voiceSetup(t);
+  const { phone, callId } = await callIn(s, ['Is anyone there?']);
+  await phone.untilAgentDone();
+  await phone.turn();
+  // Until the test lifts it, writing any call's end fails; the sequence counts the refusals (it is
+  // not rolled back with them).
+  await withClient(s.api.databaseUrl, (db) =>
+    db.query(`CREATE SEQUENCE refused_ends; ALTER TABLE calls ADD CONSTRAINT hold_ends CHECK (CASE WHEN ended_at IS NULL THEN true ELSE nextval('refused_ends') < 0 END) NOT VALID`),
+  );
+  phone.phone.hangUp();
+  const refusals = () => withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM refused_ends`)).rows[0].n));
+  for (let i = 0; i < 500 && (await refusals()) === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.ok((await refusals()) >= 1, 'the first attempt was refused');
+  await withClient(s.api.databaseUrl, (db) => db.query('ALTER TABLE calls DROP CONSTRAINT hold_ends'));
+  const call = await endedCall(s, callId);
+  t.match(call, { status: 'ended_by_customer', transcript: /user: Is anyone there\?/ }, 'saved whole by a later attempt');
+  t.ok(call.total_cost > 0, 'and charged');
+});
+
 t.test('calls a stopped process left open are ended and charged up to when it last vouched for them', async (t) => {
   const s = await voiceSetup(t);
   const voice = s.api.platform.runtime.services.voice;

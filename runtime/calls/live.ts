@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join, relative } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
@@ -68,6 +69,8 @@ export interface VoiceDeps {
 
 /** A media stream must join its call within this, the time a call may stay unconnected. */
 const TOKEN_TTL_MS = CONNECT_TIMEOUT_MS;
+/** Waits before each new attempt to save a call's end. */
+const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
 /** How often a process vouches for its live calls in the database. */
 const HEARTBEAT_MS = 30_000;
 /** A call no process has vouched for in this long was left by a stopped one (ten heartbeats). */
@@ -115,6 +118,9 @@ export function createVoiceService(deps: VoiceDeps) {
   const { pool, clock, logger } = deps;
   const live = new Map<number, Live>();
   const endedWaiters = new Map<number, Promise<void>>();
+  /** Calls whose end is being saved, perhaps again after a failure. */
+  const saving = new Set<number>();
+  const stopping = new AbortController();
   let tickTimer: unknown;
   let nextTick = 0;
   let stopped = false;
@@ -382,7 +388,7 @@ export function createVoiceService(deps: VoiceDeps) {
         });
       let charged = 0;
       try {
-        charged = await saveEnd();
+        charged = await saveWithRetries(id, saveEnd);
       } finally {
         balances.committed(entry.ownerId, costs.total, charged);
       }
@@ -454,7 +460,7 @@ export function createVoiceService(deps: VoiceDeps) {
    */
   async function settleOrphans(): Promise<number[]> {
     const settled: number[] = [];
-    for (const call of await orphanedCalls(pool, ORPHAN_AFTER_SECONDS, [...live.keys()])) {
+    for (const call of await orphanedCalls(pool, ORPHAN_AFTER_SECONDS, [...live.keys(), ...saving])) {
       const tariff = call.type === 'web' || call.assistant_phone_number === null ? null : await numberTariff(pool, call.user_id, call.assistant_phone_number);
       const costs = call.answered_ms === null ? { seconds: 0, carrier: 0, total: 0 } : callCosts(callRate(call.mode, tariff), call.last_seen_ms - call.answered_ms);
       const closed = await pool.transaction(async (tx) => {
@@ -480,16 +486,39 @@ export function createVoiceService(deps: VoiceDeps) {
   sweeper.unref();
   sweepOrphans();
 
-  /** While this process has calls, it vouches for them, so other processes' sweeps leave them alone. */
+  /** While this process has calls (live, or with their end still being saved), it vouches for them, so other processes' sweeps leave them alone. */
   let heartbeat: unknown;
   function armHeartbeat(): void {
     if (heartbeat !== undefined || stopped) return;
     heartbeat = clock.setTimeout(() => {
       heartbeat = undefined;
-      if (live.size === 0) return;
-      touchCalls(pool, [...live.keys()]).catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be touched'));
+      if (live.size === 0 && saving.size === 0) return;
+      touchCalls(pool, [...live.keys(), ...saving]).catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be touched'));
       armHeartbeat();
     }, HEARTBEAT_MS);
+  }
+
+  /**
+   * Saves a call's end, trying again while the database is away (1 s, 2 s, 5 s ... a minute
+   * apart), so its transcript, costs and webhook are not left to the orphan sweep.
+   */
+  async function saveWithRetries<T>(id: number, save: () => Promise<T>): Promise<T> {
+    saving.add(id);
+    armHeartbeat();
+    try {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await save();
+        } catch (error) {
+          const delay = END_SAVE_RETRY_MS[attempt];
+          if (delay === undefined || stopped) throw error;
+          logger.warn({ err: error, callId: id, attempt: attempt + 1 }, 'the end of the call could not be saved; trying again');
+          await sleep(delay, undefined, { signal: stopping.signal, ref: false }).catch(() => undefined);
+        }
+      }
+    } finally {
+      saving.delete(id);
+    }
   }
 
   return {
@@ -591,6 +620,7 @@ export function createVoiceService(deps: VoiceDeps) {
     /** Ends every live call (`ended`) and waits for their ends to be saved. */
     async stop(): Promise<void> {
       stopped = true;
+      stopping.abort();
       clearInterval(sweeper);
       if (heartbeat !== undefined) clock.clearTimeout(heartbeat);
       if (tickTimer !== undefined) clock.clearTimeout(tickTimer);
