@@ -22,7 +22,12 @@ interface SocketData {
   upsampler: Upsampler;
   closed: boolean;
   stopped: boolean;
+  /** Ends a connection that never says `start` (pings alone would keep it open). */
+  startTimer: NodeJS.Timeout | undefined;
 }
+
+/** How long a media stream may stay open without `start`. @defaultValue 10 s */
+const START_TIMEOUT_MS = 10_000;
 
 interface TwilioMessage {
   event?: string;
@@ -33,22 +38,29 @@ interface TwilioMessage {
   dtmf?: { digit?: string };
 }
 
-export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService; logger: Logger; onCount?: (delta: number) => void }): void {
+export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceService; logger: Logger; onCount?: (delta: number) => void; startTimeoutMs?: number }): void {
   app.ws<SocketData>('/ws/telephony/twilio', guarded(deps.logger, 'telephony', {
     maxPayloadLength: 64 * 1024,
     idleTimeout: 60,
     sendPingsAutomatically: true,
     upgrade(res, req, context) {
       res.upgrade<SocketData>(
-        { session: undefined, streamSid: '', input: undefined, assembler: undefined, upsampler: new Upsampler(), closed: false, stopped: false },
+        { session: undefined, streamSid: '', input: undefined, assembler: undefined, upsampler: new Upsampler(), closed: false, stopped: false, startTimer: undefined },
         req.getHeader('sec-websocket-key'),
         req.getHeader('sec-websocket-protocol'),
         req.getHeader('sec-websocket-extensions'),
         context,
       );
     },
-    open() {
+    open(ws) {
       deps.onCount?.(1);
+      const data = ws.getUserData();
+      data.startTimer = setTimeout(() => {
+        if (data.session || data.closed) return;
+        data.closed = true;
+        ws.end(1008, 'no stream start');
+      }, deps.startTimeoutMs ?? START_TIMEOUT_MS);
+      data.startTimer.unref();
     },
     message(ws, raw, isBinary) {
       const data = ws.getUserData();
@@ -81,6 +93,7 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
             return;
           }
           data.session = session;
+          clearTimeout(data.startTimer);
           const streamSid = message.start?.streamSid ?? message.streamSid;
           data.streamSid = typeof streamSid === 'string' ? streamSid : '';
           const writer = new MediaMessageWriter(data.streamSid);
@@ -125,6 +138,7 @@ export function twilioMediaSocket(app: uWS.TemplatedApp, deps: { voice: VoiceSer
     },
     close(ws) {
       const data = ws.getUserData();
+      clearTimeout(data.startTimer);
       deps.onCount?.(-1);
       const wasClosed = data.closed;
       data.closed = true;
