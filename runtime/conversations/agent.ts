@@ -2,6 +2,7 @@ import type { KnowledgeService } from '../knowledge/service.js';
 import { LlmError, type ChatMessage, type FunctionDefinition, type LlmProvider, type ToolCall } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
+import { stallGuard } from '../net/stall.js';
 import type { ToolRow } from '../tools/repository.js';
 import { SEARCH_FUNCTION, callTool } from './tools.js';
 
@@ -47,26 +48,23 @@ export async function streamRound(request: RoundRequest, logger: Logger, context
   const attempt = async (llm: ModelChoice): Promise<RoundResult> => {
     let text = '';
     let calls: ToolCall[] = [];
-    const stall = new AbortController();
     const stallMs = request.stallMs ?? MODEL_STALL_MS;
-    let timer = setTimeout(() => stall.abort(), stallMs);
-    const signal = request.signal ? AbortSignal.any([request.signal, stall.signal]) : stall.signal;
+    const guard = stallGuard(request.signal, stallMs);
     try {
-      for await (const event of llm.provider.stream({ model: llm.model, messages: request.messages, functions: request.functions, temperature: request.temperature, signal, json: request.json })) {
-        if (signal.aborted) break;
-        clearTimeout(timer);
-        timer = setTimeout(() => stall.abort(), stallMs);
+      for await (const event of llm.provider.stream({ model: llm.model, messages: request.messages, functions: request.functions, temperature: request.temperature, signal: guard.signal, json: request.json })) {
+        if (guard.signal.aborted) break;
+        guard.touch();
         if (event.type === 'text') {
           text += event.delta;
           request.onDelta(event.delta);
         } else calls = event.calls;
       }
     } catch (error) {
-      if (!stall.signal.aborted || request.signal?.aborted) throw error;
+      if (!guard.stalled) throw error;
     } finally {
-      clearTimeout(timer);
+      guard.dispose();
     }
-    if (stall.signal.aborted && !request.signal?.aborted) throw new LlmError(`The model sent nothing for ${Math.round(stallMs / 1000)} s`, true);
+    if (guard.stalled) throw new LlmError(`The model sent nothing for ${Math.round(stallMs / 1000)} s`, true);
     return { text, calls };
   };
   try {

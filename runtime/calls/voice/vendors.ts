@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import { stallGuard } from '../../net/stall.js';
 import { bytesToSamples, samplesToBytes, SAMPLE_RATE } from './audio.js';
 import { Resampler, type RealtimeEvent, type RealtimeOptions, type RealtimeProvider, type RealtimeSession, type SttOptions, type SttProvider, type SttStream, type TtsProvider, type TtsRequest } from './providers.js';
 
@@ -45,28 +46,6 @@ async function* pcmChunks(body: ReadableStream<Uint8Array>, signal: AbortSignal)
 
 /** A voice that stops sending is given up after this (fetch has no timeout of its own once headers arrive). */
 const TTS_STALL_MS = 10_000;
-
-/**
- * A signal that also aborts when `touch()` has not been called for `ms`: the request's own signal
- * (the call or the response ending) or a stall, which `stalled` tells apart.
- */
-function stallGuard(outer: AbortSignal, ms: number) {
-  const stall = new AbortController();
-  let timer = setTimeout(() => stall.abort(), ms);
-  return {
-    signal: AbortSignal.any([outer, stall.signal]),
-    touch(): void {
-      clearTimeout(timer);
-      timer = setTimeout(() => stall.abort(), ms);
-    },
-    get stalled(): boolean {
-      return stall.signal.aborted && !outer.aborted;
-    },
-    dispose(): void {
-      clearTimeout(timer);
-    },
-  };
-}
 
 /** Streams a TTS response's PCM as whole samples, failing clearly when the vendor goes quiet. */
 async function* guardedSpeech(vendor: string, request: TtsRequest, stallMs: number, open: (signal: AbortSignal) => Promise<Response>): AsyncIterable<Int16Array> {
