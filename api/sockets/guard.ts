@@ -11,11 +11,12 @@ type Stage = 'open' | 'message' | 'drain' | 'close';
 export function guarded<T>(logger: Logger, kind: string, behavior: uWS.WebSocketBehavior<T>): uWS.WebSocketBehavior<T> {
   const contained = { ...behavior } as Record<Stage, unknown>;
   for (const stage of ['open', 'message', 'drain', 'close'] as const) {
-    const handler = behavior[stage] as ((ws: uWS.WebSocket<T>, ...rest: unknown[]) => void) | undefined;
+    const handler = behavior[stage] as ((ws: uWS.WebSocket<T>, a?: unknown, b?: unknown) => void) | undefined;
     if (!handler) continue;
-    contained[stage] = (ws: uWS.WebSocket<T>, ...rest: unknown[]) => {
+    // Fixed parameters (no rest array): `message` runs for every 20 ms media frame.
+    contained[stage] = (ws: uWS.WebSocket<T>, a?: unknown, b?: unknown) => {
       try {
-        handler(ws, ...rest);
+        handler(ws, a, b);
       } catch (error) {
         logger.error({ err: error, socket: kind, stage }, 'socket handler failed');
         if (stage === 'close') return;

@@ -5,12 +5,11 @@
  */
 export function stallGuard(outer: AbortSignal | undefined, ms: number) {
   const stall = new AbortController();
-  let timer = setTimeout(() => stall.abort(), ms);
+  const timer = setTimeout(() => stall.abort(), ms);
   return {
     signal: outer ? AbortSignal.any([outer, stall.signal]) : stall.signal,
     touch(): void {
-      clearTimeout(timer);
-      timer = setTimeout(() => stall.abort(), ms);
+      timer.refresh();
     },
     get stalled(): boolean {
       return stall.signal.aborted && !outer?.aborted;
