@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { DatabasePool } from 'slonik';
+import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
 import type { AssistantRow } from '../assistants/repository.js';
 import type { CatalogService } from '../catalog/service.js';
@@ -47,6 +47,17 @@ export interface EngineDeps {
   readonly logger: Logger;
   /** Idle time after which an actor is dropped from memory. @defaultValue 10 minutes */
   readonly idleMs?: number;
+}
+
+/**
+ * Takes back the charge of a message still owed its reply: off the conversation and into the
+ * ledger, once (a turn's own refund and the sweep may both try). @returns whether it refunded.
+ */
+async function refundMessage(tx: DatabaseTransactionConnection, message: { conversationId: string; messageId: number; userId: number; cost: number }, reason: string): Promise<boolean> {
+  if (!(await lockUnanswered(tx, message.messageId))) return false;
+  await clearMessageCost(tx, message.conversationId, message.messageId, message.cost);
+  if (message.cost > 0) await postLedgerEntry(tx, { userId: message.userId, amount: message.cost, kind: 'conversation_refund', reference: String(message.messageId), reason });
+  return true;
 }
 
 /** A charged message with no reply after this long is refunded (a turn never takes nearly so long). */
@@ -167,10 +178,7 @@ export function createConversationEngine(deps: EngineDeps) {
         refund: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
           if (turn.charged <= 0) return;
-          await pool.transaction(async (tx) => {
-            await clearMessageCost(tx, s.conversationId, turn.userMessageId, turn.charged);
-            await postLedgerEntry(tx, { userId: s.ownerId, amount: turn.charged, kind: 'conversation_refund', reference: String(turn.userMessageId), reason: 'The reply failed' });
-          });
+          await pool.transaction((tx) => refundMessage(tx, { conversationId: s.conversationId, messageId: turn.userMessageId, userId: s.ownerId, cost: turn.charged }, 'The reply failed'));
         }),
       },
     });
@@ -198,14 +206,9 @@ export function createConversationEngine(deps: EngineDeps) {
   async function refundUnanswered(olderThanSeconds = UNANSWERED_AFTER_SECONDS): Promise<number> {
     let refunded = 0;
     for (const message of await unansweredMessages(pool, olderThanSeconds, 500)) {
-      const done = await pool.transaction(async (tx) => {
-        if (!(await lockUnanswered(tx, message.id))) return false;
-        await clearMessageCost(tx, message.conversation_id, message.id, message.cost);
-        if (message.cost > 0) {
-          await postLedgerEntry(tx, { userId: message.user_id, amount: message.cost, kind: 'conversation_refund', reference: String(message.id), reason: 'No reply was given' });
-        }
-        return true;
-      });
+      const done = await pool.transaction((tx) =>
+        refundMessage(tx, { conversationId: message.conversation_id, messageId: message.id, userId: message.user_id, cost: message.cost }, 'No reply was given'),
+      );
       if (done) {
         refunded++;
         logger.warn({ conversationId: message.conversation_id, messageId: message.id, userId: message.user_id }, 'message refunded: its reply was never given');

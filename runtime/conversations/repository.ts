@@ -61,12 +61,12 @@ export async function insertMessage(
   return row;
 }
 
-/** Takes a message's charge back off the conversation (the ledger refund is posted by the caller). */
 /** The reply to a charged message was saved: nothing is owed for it any more. */
 export async function settleReply(db: CommonQueryMethods, messageId: number): Promise<void> {
   await db.query(sql.unsafe`UPDATE conversation_messages SET reply_pending = false WHERE id = ${messageId} AND reply_pending`);
 }
 
+/** Takes a message's charge back off the conversation (the ledger refund is posted by the caller). */
 export async function clearMessageCost(db: CommonQueryMethods, conversationId: string, messageId: number, cost: number): Promise<void> {
   await db.query(sql.unsafe`UPDATE conversation_messages SET cost = 0, reply_pending = false WHERE id = ${messageId}`);
   await db.query(sql.unsafe`UPDATE conversations SET total_cost = total_cost - ${cost.toFixed(6)} WHERE id = ${conversationId}`);
