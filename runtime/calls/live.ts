@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
+import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
 import type { CatalogService } from '../catalog/service.js';
@@ -15,6 +15,7 @@ import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { isoTimestamp } from '../time.js';
 import { listAssistantTools } from '../tools/repository.js';
+import { userBalance } from '../users/repository.js';
 import { enqueueCallEnded } from '../webhooks/outbox.js';
 import type { CallStatus } from '../../schemas/calls.js';
 import { OwnerBalances } from './balances.js';
@@ -112,7 +113,6 @@ interface Live {
 }
 
 const digest = (token: string) => createHash('sha256').update(token).digest();
-const balanceOf = (pool: DatabasePool, userId: number) => pool.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`);
 
 export function createVoiceService(deps: VoiceDeps) {
   const { pool, clock, logger } = deps;
@@ -275,10 +275,9 @@ export function createVoiceService(deps: VoiceDeps) {
     assistant: AssistantRow,
     call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
   ): Promise<{ id: number; token: string; entry: Live }> {
-    const balance = await balanceOf(pool, assistant.user_id);
+    const balance = await userBalance(pool, assistant.user_id);
     if (balance <= 0) throw new PlatformError('insufficient_balance');
-    const tariff = call.type === 'web' || call.assistantNumber === null ? null : await numberTariff(pool, assistant.user_id, call.assistantNumber);
-    const rate = callRate(assistant.mode, tariff);
+    const rate = await rateOf(assistant.user_id, assistant.mode, call.type, call.assistantNumber);
     const id = await insertCall(pool, {
       userId: assistant.user_id,
       assistantId: assistant.id,
@@ -341,6 +340,20 @@ export function createVoiceService(deps: VoiceDeps) {
     return { id, token, entry };
   }
 
+  /** The price per second of a call: the engine mode's, plus the carrier's for the platform number it uses. */
+  async function rateOf(userId: number, mode: CallMode, type: CallSpec['type'], assistantNumber: string | null): Promise<CallRate> {
+    const tariff = type === 'web' || assistantNumber === null ? null : await numberTariff(pool, userId, assistantNumber);
+    return callRate(mode, tariff);
+  }
+
+  /** Charges an ended call (in the transaction that wrote its end) and queues its webhook; returns what was charged. */
+  async function chargeEnded(tx: DatabaseTransactionConnection, userId: number, callId: number, total: number, recordingUrl: string | null, holdMs: number): Promise<number> {
+    const unpaid = await chargeCall(tx, userId, callId, total);
+    if (unpaid > 0) logger.warn({ callId, userId, unpaid }, 'the balance did not cover the whole call');
+    await enqueueCallEnded(tx, callId, recordingUrl, holdMs);
+    return total - unpaid;
+  }
+
   function finish(entry: Live, end: CallEnd): void {
     const id = entry.session.spec.callId;
     if (live.get(id) === entry) live.delete(id);
@@ -381,10 +394,7 @@ export function createVoiceService(deps: VoiceDeps) {
             endedAt: isoTimestamp(end.endedAt),
           });
           if (!wrote) return 0;
-          const unpaid = await chargeCall(tx, entry.ownerId, id, costs.total);
-          if (unpaid > 0) logger.warn({ callId: id, userId: entry.ownerId, unpaid }, 'the balance did not cover the whole call');
-          await enqueueCallEnded(tx, id, recordingPath ? deps.recordingUrl(id) : null, evaluate ? EVALUATION_HOLD_MS : 0);
-          return costs.total - unpaid;
+          return chargeEnded(tx, entry.ownerId, id, costs.total, recordingPath ? deps.recordingUrl(id) : null, evaluate ? EVALUATION_HOLD_MS : 0);
         });
       let charged = 0;
       try {
@@ -461,13 +471,11 @@ export function createVoiceService(deps: VoiceDeps) {
   async function settleOrphans(): Promise<number[]> {
     const settled: number[] = [];
     for (const call of await orphanedCalls(pool, ORPHAN_AFTER_SECONDS, [...live.keys(), ...saving])) {
-      const tariff = call.type === 'web' || call.assistant_phone_number === null ? null : await numberTariff(pool, call.user_id, call.assistant_phone_number);
-      const costs = call.answered_ms === null ? { seconds: 0, carrier: 0, total: 0 } : callCosts(callRate(call.mode, tariff), call.last_seen_ms - call.answered_ms);
+      const rate = await rateOf(call.user_id, call.mode, call.type, call.assistant_phone_number);
+      const costs = call.answered_ms === null ? { seconds: 0, carrier: 0, total: 0 } : callCosts(rate, call.last_seen_ms - call.answered_ms);
       const closed = await pool.transaction(async (tx) => {
         if (!(await closeOrphanedCall(tx, call, costs))) return false;
-        const unpaid = await chargeCall(tx, call.user_id, call.id, costs.total);
-        if (unpaid > 0) logger.warn({ callId: call.id, userId: call.user_id, unpaid }, 'the balance did not cover the whole call');
-        await enqueueCallEnded(tx, call.id);
+        await chargeEnded(tx, call.user_id, call.id, costs.total, null, 0);
         return true;
       });
       if (closed) settled.push(call.id);

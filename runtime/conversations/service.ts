@@ -1,11 +1,11 @@
-import { sql, type DatabasePool } from 'slonik';
-import { z } from 'zod';
+import type { DatabasePool } from 'slonik';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { prices, type ConversationType } from '../prices.js';
 import { datetime } from '../time.js';
 import { failureReason, renderTemplate, type ConversationEngine } from './engine.js';
+import { userBalance } from '../users/repository.js';
 import {
   findConversation,
   insertConversation,
@@ -46,7 +46,6 @@ export function listItem(row: ConversationListRow) {
 /** Whether `id` can name a conversation (anything else is not found, never a database error). */
 const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
-const balanceQuery = (userId: number) => sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`;
 
 export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
   async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantRow }> {
@@ -69,7 +68,7 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
         throw ValidationError.field('type', 'The api type needs the API key or session token of the assistant owner.');
       }
       const price = prices.conversationMessage[input.type];
-      if (price > 0 && (await pool.oneFirst(balanceQuery(assistant.user_id))) < price) throw new PlatformError('insufficient_balance');
+      if (price > 0 && (await userBalance(pool, assistant.user_id)) < price) throw new PlatformError('insufficient_balance');
       const variables = { ...assistant.variables, ...input.variables };
       const greeting = renderTemplate(assistant.initial_message, variables).trim();
       const conversation = await pool.transaction(async (tx) => {

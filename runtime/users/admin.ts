@@ -1,9 +1,8 @@
 import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
-import { z } from 'zod';
 import { PlatformError, ValidationError } from '../errors.js';
 import { postLedgerEntry } from '../ledger/service.js';
 import type { Logger } from '../logger.js';
-import { findUserById } from './repository.js';
+import { findUserById, userBalance } from './repository.js';
 
 /** Operator actions on users, behind ADMIN_TOKEN. */
 export function createAdminService({ pool, logger }: { pool: DatabasePool; logger: Logger }) {
@@ -17,7 +16,7 @@ export function createAdminService({ pool, logger }: { pool: DatabasePool; logge
     async adjustBalance(userId: number, amount: number, reason: string, reference?: string): Promise<{ balance: number; applied: boolean }> {
       if (!(await findUserById(pool, userId))) throw new PlatformError('user_not_found');
       const ledgerReference = reference === undefined ? null : `${userId}:${reference}`;
-      const current = async () => ({ balance: await pool.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`), applied: false });
+      const current = async () => ({ balance: await userBalance(pool, userId), applied: false });
       if (ledgerReference !== null && (await pool.exists(sql.unsafe`SELECT 1 FROM ledger_entries WHERE reference = ${ledgerReference} AND kind IN ('admin_credit', 'admin_debit')`))) {
         return current();
       }

@@ -29,3 +29,8 @@ export async function findCredentialsByEmail(db: CommonQueryMethods, email: stri
   return db.maybeOne(sql.type(z.object({ id: z.number(), password_hash: z.string() }))`
     SELECT id, password_hash FROM users WHERE lower(email) = lower(${email})`);
 }
+
+/** The user's balance (USD). */
+export async function userBalance(db: CommonQueryMethods, userId: number): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`);
+}
