@@ -38,7 +38,7 @@ const commit = await run('git', ['rev-parse', '--short', 'HEAD']).then((r) => r.
 const machine = `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown CPU'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.versions.node}`;
 const tsx = [process.execPath, '--import', 'tsx'] as const;
 
-await section((await run(tsx[0], [...tsx.slice(1), 'bench/rest.ts', quick ? '2' : '10'], { maxBuffer: 1 << 20 })).stdout.trim());
+await section((await run(tsx[0], [...tsx.slice(1), 'bench/rest.ts', ...(quick ? ['2', '1', '1'] : ['10'])], { maxBuffer: 1 << 20 })).stdout.trim());
 await section(formatCalls(await runCallsBench({ seconds: quick ? 3 : 15, steps: quick ? [20, 50] : [50, 100, 200, 400, 800] }), false));
 await section(formatChat(await runChatBench({ seconds: quick ? 3 : 10, sockets: quick ? 1_000 : 10_000 })));
 await section((await run(tsx[0], [...tsx.slice(1), 'bench/extract.ts', quick ? '20' : '200', quick ? '1' : '3'], { maxBuffer: 1 << 20 })).stdout.trim());

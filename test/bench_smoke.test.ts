@@ -49,7 +49,7 @@ t.test('chat benchmark', async (t) => {
 
 t.test('REST and extraction benchmark scripts', async (t) => {
   const env = { ...process.env, DATABASE_URL: await freshDatabase(), LOG_LEVEL: 'silent' };
-  const rest = await run(process.execPath, ['--import', 'tsx', 'bench/rest.ts', '1', '0'], { env, timeout: 60_000 });
+  const rest = await run(process.execPath, ['--import', 'tsx', 'bench/rest.ts', '1', '0', '1'], { env, timeout: 60_000 });
   t.match(rest.stdout, /\| GET \/user\/assistants\/languages \| platform \| \d+ \|/);
   t.match(rest.stdout, /\| GET \/user\/assistant\/\{id\} \| Fastify baseline \| \d+ \|/);
   const extract = await run(process.execPath, ['--import', 'tsx', 'bench/extract.ts', '2', '1'], { env, timeout: 60_000 });
