@@ -8,8 +8,8 @@ import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
  * while idle) and
  * ElevenLabs streaming TTS in a pipeline call (voice settings reach the TTS request; a language
  * switch picks the voice of that language), OpenAI Realtime in multimodal (session.update,
- * greeting, turn, barge-in with truncate, function call), OpenAI Realtime text with OpenAI TTS in
- * dualplex.
+ * greeting, turn, barge-in with truncate, function call; a stalled response cancelled for the
+ * text model's answer, a slow one left to finish), OpenAI Realtime text with OpenAI TTS in dualplex.
  */
 
 const keys = { deepgram: 'dg-key', elevenlabs: 'el-key', openai: 'sk-fake' };
@@ -147,4 +147,58 @@ t.test('multimodal: when the realtime model fails a tool round, chat_llm_fallbac
   const told = fake.realtimeEvents.find((e) => e.type === 'conversation.item.create' && e.item.type === 'message' && e.item.role === 'user');
   t.match(told?.item.content[0].text, /^\[The end_call tool returned: \{"ok":true/);
   t.match(call.transcript, /user: Please end the call\.\nassistant: Goodbye!$/);
+});
+
+t.test('multimodal: a realtime response that stalls is cancelled and the text model answers; the late cancelled done is not taken for that answer', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const chat = await startFakeOpenAi(t);
+  const s = await voiceSetup(
+    t,
+    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, chat_llm_fallback_id: 1, knowledgebase_mode: 'function_call' },
+    { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
+  );
+  fake.utterances.push('Where is my order?');
+  fake.realtimeReplies.push({ hang: true });
+  chat.scriptChat({ text: 'Sorry for the wait, your order ships today.' });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 2, 5_000, 'the question asked of the realtime model');
+  await phone.silence(10_100);
+  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 3, 5_000, "the text model's answer handed to the realtime voice");
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.ok(fake.realtimeEvents.some((e) => e.type === 'response.cancel'), 'the stalled response was cancelled');
+  t.match(fake.realtimeEvents.filter((e) => e.type === 'response.create').at(-1)!.response.instructions, /Sorry for the wait, your order ships today\./);
+  t.match(call.transcript, /user: Where is my order\?\nassistant: Sorry for the wait, your order ships today\.$/);
+});
+
+t.test('multimodal: a realtime response that keeps streaming is not cut when it runs past the stall timeout', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const s = await voiceSetup(t, { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call' }, { config: speechConfig(fake) });
+  const gates = [0, 1].map(() => {
+    let resolve!: () => void;
+    const promise = new Promise<void>((done) => (resolve = done));
+    return { promise, resolve };
+  });
+  fake.utterances.push('Tell me a story.');
+  fake.realtimeReplies.push({ text: 'This answer takes a while to arrive.', gates: gates.map((gate) => gate.promise) });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 2, 5_000, 'the question');
+  // 6 s, more audio, 6 s more: twelve seconds since the question, never ten without progress.
+  await phone.silence(6_000);
+  const heard = phone.heard.speechFrames;
+  gates[0]!.resolve();
+  await phone.until(() => phone.heard.speechFrames > heard, 2_000, 'the second chunk of audio');
+  await phone.silence(6_000);
+  gates[1]!.resolve();
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.notOk(fake.realtimeEvents.some((e) => e.type === 'response.cancel'), 'the response was never cancelled');
+  t.match(call.transcript, /user: Tell me a story\.\nassistant: This answer takes a while to arrive\.$/);
 });

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { bytesToSamples, levelDb, samplesToBytes } from '../../runtime/calls/voice/audio.js';
 import { SAY_EXACTLY } from '../../runtime/calls/voice/providers.js';
 
@@ -22,7 +22,11 @@ export interface FakeSpeech {
   readonly httpUrl: string;
   readonly wsUrl: string;
   readonly utterances: string[];
-  readonly realtimeReplies: Array<{ text?: string; functionCall?: { name: string; arguments: Record<string, unknown> }; fail?: boolean }>;
+  /**
+   * `hang`: the response starts and then sends nothing until it is cancelled; `gates`: audio chunk
+   * i + 1 waits for gate i (a response that streams slowly, in the test's time).
+   */
+  readonly realtimeReplies: Array<{ text?: string; functionCall?: { name: string; arguments: Record<string, unknown> }; fail?: boolean; hang?: boolean; gates?: Promise<void>[] }>;
   readonly ttsRequests: Array<{ vendor: 'elevenlabs' | 'openai'; path: string; headers: IncomingMessage['headers']; body: any }>;
   readonly deepgramQueries: URLSearchParams[];
   readonly deepgramControl: string[];
@@ -113,7 +117,14 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
     let speaking = false;
     let quiet = 0;
     let items = 0;
-    const send = (event: Record<string, unknown>) => ws.send(JSON.stringify(event));
+    /** The response in progress; a cancel ends it with `response.done` (status cancelled), as OpenAI does. */
+    let inProgress: string | undefined;
+    const send = (event: Record<string, unknown>) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify(event));
+    const finish = (id: string, status: string, details?: Record<string, unknown>) => {
+      if (inProgress !== id) return;
+      inProgress = undefined;
+      send({ type: 'response.done', response: { id, status, ...(details ? { status_details: details } : {}) } });
+    };
     send({ type: 'session.created', session: { id: 'sess_fake' } });
     ws.on('message', (data) => {
       const event = JSON.parse(data.toString()) as Record<string, any>;
@@ -137,27 +148,40 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
           }
           return;
         }
+        case 'response.cancel':
+          if (inProgress) finish(inProgress, 'cancelled', { type: 'cancelled', reason: 'client_cancelled' });
+          return;
         case 'response.create': {
           const id = `resp_${++items}`;
           const itemId = `item_out_${items}`;
+          inProgress = id;
           send({ type: 'response.created', response: { id, status: 'in_progress' } });
           const instructions: string = event.response?.instructions ?? '';
           const reply = instructions.startsWith(SAY_EXACTLY) ? { text: instructions.slice(SAY_EXACTLY.length).replace(/^"|"$/g, '') } : fake.realtimeReplies.shift() ?? { text: 'Fake realtime answer.' };
-          if ('fail' in reply && reply.fail) return send({ type: 'response.done', response: { id, status: 'failed', status_details: { type: 'failed', error: { type: 'server_error', message: 'injected' } } } });
-          if (reply.functionCall) {
+          if ('hang' in reply && reply.hang) return;
+          if ('fail' in reply && reply.fail) return finish(id, 'failed', { type: 'failed', error: { type: 'server_error', message: 'injected' } });
+          if ('functionCall' in reply && reply.functionCall) {
             send({ type: 'response.function_call_arguments.done', response_id: id, item_id: itemId, call_id: `call_${items}`, name: reply.functionCall.name, arguments: JSON.stringify(reply.functionCall.arguments) });
-            return send({ type: 'response.done', response: { id, status: 'completed' } });
+            return finish(id, 'completed');
           }
           const text = reply.text ?? '';
+          const gates = 'gates' in reply ? [...(reply.gates ?? [])] : [];
           send({ type: 'response.output_item.added', response_id: id, item: { id: itemId, type: 'message', role: 'assistant' } });
           const textOnly = JSON.stringify(fake.realtimeEvents.findLast((e) => e.type === 'session.update')?.session?.modalities) === '["text"]';
-          if (textOnly) send({ type: 'response.text.delta', response_id: id, item_id: itemId, delta: text });
-          else {
-            send({ type: 'response.audio_transcript.delta', response_id: id, item_id: itemId, delta: text });
-            const audio = Buffer.from(samplesToBytes(tone(text.length * 1_200, 24_000)));
-            for (let offset = 0; offset < audio.length; offset += 9_600) send({ type: 'response.audio.delta', response_id: id, item_id: itemId, delta: audio.subarray(offset, offset + 9_600).toString('base64') });
+          if (textOnly) {
+            send({ type: 'response.text.delta', response_id: id, item_id: itemId, delta: text });
+            return finish(id, 'completed');
           }
-          return send({ type: 'response.done', response: { id, status: 'completed' } });
+          send({ type: 'response.audio_transcript.delta', response_id: id, item_id: itemId, delta: text });
+          const audio = Buffer.from(samplesToBytes(tone(text.length * 1_200, 24_000)));
+          void (async () => {
+            for (let offset = 0; offset < audio.length && inProgress === id; offset += 9_600) {
+              if (offset > 0 && gates.length > 0) await gates.shift();
+              if (inProgress === id) send({ type: 'response.audio.delta', response_id: id, item_id: itemId, delta: audio.subarray(offset, offset + 9_600).toString('base64') });
+            }
+            finish(id, 'completed');
+          })();
+          return;
         }
         default:
       }

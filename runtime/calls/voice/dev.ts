@@ -97,6 +97,8 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
         const abort = new AbortController();
         current = abort;
         const responseId = `resp_dev_${++responses}`;
+        // Like a realtime vendor, a cancelled response still reports that it is done.
+        abort.signal.addEventListener('abort', () => closed || emit({ type: 'response_done', responseId, status: 'cancelled' }), { once: true });
         const itemId = `item_dev_${responses}`;
         emit({ type: 'response_started', responseId });
         const fixed = instructions?.startsWith(SAY_EXACTLY) ? instructions.slice(SAY_EXACTLY.length).replace(/^"|"$/g, '') : undefined;
@@ -113,13 +115,14 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
         if (abort.signal.aborted || closed) return;
         if (calls.length > 0) {
           history.push({ role: 'assistant', content: null, toolCalls: calls });
-          for (const call of calls) emit({ type: 'function_call', callId: call.id, name: call.name, arguments: call.arguments });
+          for (const call of calls) emit({ type: 'function_call', responseId, callId: call.id, name: call.name, arguments: call.arguments });
         } else {
           history.push({ role: 'assistant', content: text });
-          emit({ type: 'text', itemId, delta: text });
-          if (options.output === 'audio') emit({ type: 'audio', itemId, samples: voicedSpeech(text, 1, 160) });
+          emit({ type: 'text', responseId, itemId, delta: text });
+          if (options.output === 'audio') emit({ type: 'audio', responseId, itemId, samples: voicedSpeech(text, 1, 160) });
         }
-        emit({ type: 'response_done', status: 'completed' });
+        current = undefined;
+        emit({ type: 'response_done', responseId, status: 'completed' });
       }
 
       const run = (instructions?: string) =>

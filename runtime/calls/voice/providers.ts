@@ -62,10 +62,10 @@ export type RealtimeEvent =
   | { readonly type: 'speech_stopped' }
   | { readonly type: 'user_transcript'; readonly text: string }
   | { readonly type: 'response_started'; readonly responseId: string }
-  | { readonly type: 'audio'; readonly itemId: string; readonly samples: Int16Array }
-  | { readonly type: 'text'; readonly itemId: string; readonly delta: string }
-  | { readonly type: 'function_call'; readonly callId: string; readonly name: string; readonly arguments: string }
-  | { readonly type: 'response_done'; readonly status: 'completed' | 'cancelled' | 'failed' | 'incomplete' }
+  | { readonly type: 'audio'; readonly responseId: string; readonly itemId: string; readonly samples: Int16Array }
+  | { readonly type: 'text'; readonly responseId: string; readonly itemId: string; readonly delta: string }
+  | { readonly type: 'function_call'; readonly responseId: string; readonly callId: string; readonly name: string; readonly arguments: string }
+  | { readonly type: 'response_done'; readonly responseId: string; readonly status: 'completed' | 'cancelled' | 'failed' | 'incomplete' }
   | { readonly type: 'error'; readonly message: string; readonly fatal: boolean };
 
 export interface RealtimeOptions {

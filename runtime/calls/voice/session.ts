@@ -127,7 +127,7 @@ const FILLER_DELAY_MS = 800;
 const FINAL_TRANSCRIPT_WAIT_MS = 1_500;
 const DTMF_WAIT_MS = 1_500;
 const MACHINE_GREETING_MS = 3_500;
-/** A realtime response that has not finished by then is taken to have failed. */
+/** A realtime response that shows no progress (started, audio, text, a function call) for this long is taken to have failed. */
 const REALTIME_RESPONSE_TIMEOUT_MS = 10_000;
 
 /** Cuts streamed text into sentences to speak as soon as each one is complete. */
@@ -721,26 +721,46 @@ export class CallSession {
       let spokenText = '';
       let chunker = new SentenceChunker();
       let pendingCalls: { callId: string; name: string; arguments: string }[] = [];
+      // The response this turn follows: asked for and not yet started, or started with this id.
+      // Events of any other (one cancelled after a stall, its late `done`) are not this turn's.
+      let awaiting = false;
+      let responseId: string | undefined;
       let timer: unknown;
-      const ask = (text?: string) => {
+      /** Arms, or re-arms, the stall timer: the response must show progress every REALTIME_RESPONSE_TIMEOUT_MS. */
+      const progress = () => {
         if (timer !== undefined) this.clock.clearTimeout(timer);
         timer = this.clock.setTimeout(() => {
           timer = undefined;
           session.cancelResponse();
           failed('The realtime model did not answer in time');
         }, REALTIME_RESPONSE_TIMEOUT_MS);
+      };
+      const stopTimer = () => {
+        if (timer !== undefined) this.clock.clearTimeout(timer);
+        timer = undefined;
+      };
+      const ask = (text?: string) => {
+        awaiting = true;
+        responseId = undefined;
+        progress();
         session.createResponse(text);
       };
       const done = () => {
-        if (timer !== undefined) this.clock.clearTimeout(timer);
+        stopTimer();
         this.realtimeListener = undefined;
         resolve();
       };
       /** The realtime model's answer or its function calling failed: the text model takes the tool round. */
       const failed = (reason: string) => {
+        stopTimer();
+        awaiting = false;
+        responseId = undefined;
+        if (segment) this.playout?.finish(segment);
+        segment = undefined;
+        pendingCalls = [];
         const fallback = this.spec.toolFallback;
         if (!fallback || rounds >= MAX_TOOL_ROUNDS || signal.aborted) {
-          if (timer !== undefined) this.clock.clearTimeout(timer);
+          this.realtimeListener = undefined;
           return reject(new Error(reason));
         }
         rounds++;
@@ -756,14 +776,18 @@ export class CallSession {
       signal.addEventListener('abort', done, { once: true });
       this.realtimeListener = (event) => {
         if (signal.aborted) return;
+        if (event.type === 'response_started') {
+          if (!awaiting) return;
+          awaiting = false;
+          responseId = event.responseId;
+          segment = undefined;
+          spokenText = '';
+          chunker = new SentenceChunker();
+          return progress();
+        }
+        if (!('responseId' in event) || responseId === undefined || event.responseId !== responseId) return;
+        progress();
         switch (event.type) {
-          case 'speech_started':
-            return;
-          case 'response_started':
-            segment = undefined;
-            spokenText = '';
-            chunker = new SentenceChunker();
-            return;
           case 'audio': {
             if (!this.playout || !this.current) return;
             if (!segment) {
@@ -786,15 +810,12 @@ export class CallSession {
             pendingCalls.push({ callId: event.callId, name: event.name, arguments: event.arguments });
             return;
           case 'response_done': {
-            if (timer !== undefined) this.clock.clearTimeout(timer);
-            timer = undefined;
+            stopTimer();
+            responseId = undefined;
             if (segment) this.playout?.finish(segment);
             for (const sentence of chunker.flush()) speech.add(() => this.speakSegment(sentence, signal, started));
             const unreadable = pendingCalls.some((call) => !isJsonObject(call.arguments));
-            if (event.status === 'failed' || unreadable) {
-              pendingCalls = [];
-              return failed(unreadable ? 'The realtime model wrote unreadable function arguments' : 'The realtime model could not answer');
-            }
+            if (event.status === 'failed' || unreadable) return failed(unreadable ? 'The realtime model wrote unreadable function arguments' : 'The realtime model could not answer');
             if (pendingCalls.length === 0 || rounds >= MAX_TOOL_ROUNDS) return done();
             rounds++;
             const calls = pendingCalls;
@@ -808,7 +829,6 @@ export class CallSession {
             })().catch(reject);
             return;
           }
-          default:
         }
       };
       ask(instructions);

@@ -273,16 +273,16 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
               requestedAt = undefined;
             }
             const bytes = Buffer.from(String(event.delta ?? ''), 'base64');
-            return emit({ type: 'audio', itemId: String(event.item_id ?? ''), samples: down.process(bytesToSamples(bytes).slice()) });
+            return emit({ type: 'audio', responseId: String(event.response_id ?? ''), itemId: String(event.item_id ?? ''), samples: down.process(bytesToSamples(bytes).slice()) });
           }
           case 'response.audio_transcript.delta':
           case 'response.text.delta':
-            return emit({ type: 'text', itemId: String(event.item_id ?? ''), delta: String(event.delta ?? '') });
+            return emit({ type: 'text', responseId: String(event.response_id ?? ''), itemId: String(event.item_id ?? ''), delta: String(event.delta ?? '') });
           case 'response.function_call_arguments.done':
-            return emit({ type: 'function_call', callId: String(event.call_id ?? ''), name: String(event.name ?? ''), arguments: String(event.arguments ?? '{}') });
+            return emit({ type: 'function_call', responseId: String(event.response_id ?? ''), callId: String(event.call_id ?? ''), name: String(event.name ?? ''), arguments: String(event.arguments ?? '{}') });
           case 'response.done': {
             const status = String(event.response?.status ?? 'completed');
-            return emit({ type: 'response_done', status: (['completed', 'cancelled', 'failed', 'incomplete'].includes(status) ? status : 'completed') as 'completed' });
+            return emit({ type: 'response_done', responseId: String(event.response?.id ?? ''), status: (['completed', 'cancelled', 'failed', 'incomplete'].includes(status) ? status : 'completed') as 'completed' });
           }
           case 'error':
             return emit({ type: 'error', message: String(event.error?.message ?? 'realtime error'), fatal: false });
