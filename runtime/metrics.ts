@@ -56,6 +56,11 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
     buckets: [0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 2, 5],
     registers: [registry],
   });
+  const droppedCallerFrames = new Counter({
+    name: 'call_audio_caller_frames_dropped_total',
+    help: 'Caller audio frames dropped because a connection sent audio faster than real time (beyond a 2 s burst)',
+    registers: [registry],
+  });
   const turns = new Counter({ name: 'call_turns_total', help: 'Caller turns by engine mode', labelNames: ['mode'], registers: [registry] });
   const interruptions = new Counter({ name: 'call_interruptions_total', help: 'Caller barge-ins that stopped the agent, by engine mode', labelNames: ['mode'], registers: [registry] });
   const queue = z.object({ depth: z.number(), oldest: z.number().nullable() });
@@ -111,6 +116,9 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
       },
       frameLateness(ms: number): void {
         frameLateness.observe(ms / 1000);
+      },
+      droppedCallerFrame(): void {
+        droppedCallerFrames.inc();
       },
     },
   };

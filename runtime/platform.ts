@@ -182,6 +182,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       interruption: (mode) => metrics?.voice.interruption(mode),
       firstByte: (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms),
       frameLateness: (ms) => metrics?.voice.frameLateness(ms),
+      droppedCallerFrame: () => metrics?.voice.droppedCallerFrame(),
     },
     wakeWebhooks: () => webhookWorker.wake(),
     evaluate: (callId) => evaluator.evaluate(callId),

@@ -208,3 +208,21 @@ t.test('voicemail: a long greeting is a machine; the message is left after it; a
   await failing.phone.until(() => failing.phone.closed, 2_000, 'the end of the call');
   t.equal((await endedCall(broken, failing.callId)).status, 'failed');
 });
+
+t.test('caller audio faster than real time: beyond a 2 s burst the excess is dropped and counted', async (t) => {
+  const s = await voiceSetup(t, { type: 'outbound', phone_number_id: null });
+  const created = await s.api.request('POST', '/web-calls', { body: { assistant_id: s.assistantUuid } });
+  const phone = await SimulatedPhone.webCall(created.body.websocket_url, s.clock);
+  const dropped = async () => Number(/^call_audio_caller_frames_dropped_total (\d+)$/m.exec(String((await s.api.request('GET', '//metrics')).body))?.[1]);
+  t.equal(await dropped(), 0);
+  // Five seconds of audio at one instant of the call's clock: two seconds of it are taken.
+  for (let i = 0; i < 250; i++) phone.phone.speak();
+  await phone.phone.sync();
+  t.equal(await dropped(), 150, 'the 150 frames beyond the burst');
+  // Once the clock has caught up, audio at real time passes whole again.
+  s.clock.advance(2_000);
+  await phone.silence(1_000);
+  t.equal(await dropped(), 150, 'nothing dropped at real time');
+  phone.phone.hangUp();
+  t.equal((await endedCall(s, created.body.call_id)).status, 'ended_by_customer');
+});

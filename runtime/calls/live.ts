@@ -22,6 +22,7 @@ import { OwnerBalances } from './balances.js';
 import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
 import { callCosts, callRate, type CallRate } from '../prices.js';
 import { chargeCall, closeOrphanedCall, endCall, insertCall, numberTariff, orphanedCalls, setCarrierCallId, touchCalls, updateCallStatus } from './repository.js';
+import { FRAME_MS } from './voice/audio.js';
 import { builtinFunctions } from './voice/builtins.js';
 import { WavRecorder } from './recording.js';
 import { CONNECT_TIMEOUT_MS, type CarrierFailure } from './voice/machine.js';
@@ -41,6 +42,7 @@ export interface VoiceMetrics {
   interruption(mode: CallMode): void;
   firstByte(kind: 'llm', provider: string, ms: number): void;
   frameLateness(ms: number): void;
+  droppedCallerFrame(): void;
 }
 
 export interface VoiceDeps {
@@ -83,6 +85,12 @@ const TICK_MS = 5;
 /** A webhook waits this long at most for the post-call evaluation. */
 const EVALUATION_HOLD_MS = 10 * 60_000;
 const METER_MS = 1_000;
+/**
+ * Caller audio a connection may deliver ahead of real time (frames bunched by the network, a
+ * browser tab catching up). Beyond it frames are dropped: a client streaming faster than real time
+ * cannot feed the speech vendors and the engine more audio than the call has lasted.
+ */
+const CALLER_AUDIO_BURST_MS = 2_000;
 /** A call is told to say goodbye while this much talk time is still paid for. */
 const GOODBYE_RESERVE_S = 10;
 /** How often the meter reads the balances of owners with live calls from the database. */
@@ -446,9 +454,22 @@ export function createVoiceService(deps: VoiceDeps) {
     if (entry.record) entry.recorder = new WavRecorder(join(deps.recordingsDir, `${session.spec.callId}.wav`));
     session.attach(transport);
     schedule();
+    // A token bucket of audio time: refilled by the clock, FRAME_MS taken per frame.
+    let allowance = CALLER_AUDIO_BURST_MS;
+    let refilledAt = clock.now();
+    let dropped = 0;
     return {
       audio(frame) {
-        entry.lastMediaAt = clock.now();
+        const now = clock.now();
+        allowance = Math.min(CALLER_AUDIO_BURST_MS, allowance + (now - refilledAt));
+        refilledAt = now;
+        if (allowance < FRAME_MS) {
+          if (dropped++ === 0) logger.warn({ callId: session.spec.callId }, 'caller audio arrives faster than real time; the excess is dropped');
+          deps.metrics?.droppedCallerFrame();
+          return;
+        }
+        allowance -= FRAME_MS;
+        entry.lastMediaAt = now;
         if (session.currentStatus === 'in-progress') entry.recorder?.caller(frame);
         session.audio(frame);
       },
