@@ -121,6 +121,36 @@ t.test('outbound status callbacks: busy, no-answer after ringing_time (the carri
   const failed = await place();
   await s.api.request('POST', `/telephony/twilio/status?call_id=${failed}`, form({ CallStatus: 'failed' }));
   t.equal((await endedCall(s, failed)).status, 'failed');
+  const canceled = await place();
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${canceled}`, form({ CallStatus: 'ringing' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${canceled}`, form({ CallStatus: 'canceled' }));
+  t.equal((await endedCall(s, canceled)).status, 'no-answer');
+  t.equal(carrier.hangUps.length, 1, 'calls the carrier ended itself are not hung up there again');
+});
+
+t.test('an outbound call that ends while the carrier is still placing it is hung up once the carrier names it', async (t) => {
+  const hangUps: Array<{ carrierCallId: string; state: string }> = [];
+  let answer!: (placed: { carrierCallId: string }) => void;
+  const placing = new Promise<{ carrierCallId: string }>((resolve) => (answer = resolve));
+  let asked = 0;
+  const carrier = {
+    name: 'held',
+    place: () => (asked++, placing),
+    transfer: async () => {},
+    hangUp: async (carrierCallId: string, state: 'ringing' | 'connected') => {
+      hangUps.push({ carrierCallId, state });
+    },
+  };
+  const s = await voiceSetup(t, { type: 'outbound' }, { runtime: { carrier } });
+  const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
+  t.equal(asked, 1);
+  // Never connected: the call fails after five minutes, with the carrier's request still open.
+  s.clock.advance(5 * 60_000 + 100);
+  t.equal((await endedCall(s, callId)).status, 'failed');
+  t.same(hangUps, []);
+  answer({ carrierCallId: 'CA-late' });
+  for (let i = 0; i < 1_000 && hangUps.length === 0; i++) await new Promise((resolve) => setImmediate(resolve));
+  t.same(hangUps, [{ carrierCallId: 'CA-late', state: 'ringing' }]);
 });
 
 t.test('Twilio REST carrier: create call with TwiML and callbacks; signed webhooks; voicemail hang-up', async (t) => {

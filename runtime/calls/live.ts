@@ -111,6 +111,8 @@ interface Live {
   readonly tokenExpires: number;
   tokenUsed: boolean;
   carrierCallId: string | null;
+  /** The carrier reported the call over (busy, no answer, failed, canceled, completed): nothing to hang up there. */
+  carrierEnded: boolean;
   /** The TwiML an inbound call was answered with, given again if the carrier repeats the webhook. */
   answer: string | undefined;
   lastMediaAt: number;
@@ -334,6 +336,7 @@ export function createVoiceService(deps: VoiceDeps) {
       tokenExpires: clock.now() + TOKEN_TTL_MS,
       tokenUsed: false,
       carrierCallId: call.carrierCallId,
+      carrierEnded: false,
       answer: undefined,
       lastMediaAt: clock.now(),
       attached: false,
@@ -362,18 +365,22 @@ export function createVoiceService(deps: VoiceDeps) {
     return total - unpaid;
   }
 
+  /** Tells the carrier to stop a call that was never answered here, unless the carrier ended it itself. */
+  function hangUpUnanswered(entry: Live): void {
+    if (entry.carrierCallId === null || entry.carrierEnded) return;
+    const callId = entry.session.spec.callId;
+    deps.carrier.hangUp(entry.carrierCallId, entry.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
+      logger.debug({ err: error, callId }, 'the carrier did not take the hang-up (the call may have ended there first)'),
+    );
+  }
+
   function finish(entry: Live, end: CallEnd): void {
     const id = entry.session.spec.callId;
     if (live.get(id) === entry) live.delete(id);
     const costs = callCosts(entry.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
     balances.ended(entry.ownerId, costs.total);
-    if (end.answeredAt === null && entry.carrierCallId !== null && end.status !== 'busy') {
-      // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
-      const carrierCallId = entry.carrierCallId;
-      deps.carrier.hangUp(carrierCallId, entry.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
-        logger.debug({ err: error, callId: id }, 'the carrier did not take the hang-up (the call may have ended there first)'),
-      );
-    }
+    // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
+    if (end.answeredAt === null) hangUpUnanswered(entry);
     const evaluate = entry.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = entry.recorder;
     entry.recorder = undefined;
@@ -577,6 +584,7 @@ export function createVoiceService(deps: VoiceDeps) {
       const session = entry.session;
       if (answeredBy) session.answeredBy(/^machine|^fax/.test(answeredBy) ? 'machine' : answeredBy === 'human' ? 'human' : 'unknown');
       const failures: Record<string, CarrierFailure> = { busy: 'busy', 'no-answer': 'no-answer', canceled: 'no-answer', failed: 'failed' };
+      if (failures[status] || status === 'completed') entry.carrierEnded = true;
       if (status === 'ringing') session.send({ type: 'RINGING' });
       else if (failures[status]) session.send({ type: 'CARRIER_FAILED', status: failures[status] });
       else if (status === 'completed') session.send(session.currentStatus === 'in-progress' ? { type: 'CARRIER_COMPLETED' } : { type: 'CARRIER_FAILED', status: 'no-answer' });
@@ -601,7 +609,10 @@ export function createVoiceService(deps: VoiceDeps) {
           ({ carrierCallId }) => {
             entry.carrierCallId = carrierCallId;
             persist(entry, () => setCarrierCallId(pool, id, carrierCallId));
-            entry.session.warmUp();
+            // Ended while the carrier was still placing it (not connected in time, the process
+            // stopping): the phone it now rings must be stopped too.
+            if (live.get(id) !== entry) hangUpUnanswered(entry);
+            else entry.session.warmUp();
           },
           (error: unknown) => {
             logger.warn({ err: error, callId: id }, 'the carrier could not place the call');
