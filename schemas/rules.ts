@@ -86,6 +86,10 @@ export const url = (options: Presence = {}): Rule => ({ type: 'url', empty: fals
 
 export const uuid = (options: Presence = {}): Rule => ({ type: 'uuid', ...presence(options) });
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A UUID in its text form, as the `uuid` rule accepts it and PostgreSQL's `uuid` type reads it. */
+export const isUuid = (value: string): boolean => UUID.test(value);
+
 export const arrayOf = (items: Rule, options: Presence & { max?: number; min?: number } = {}): Rule => {
   const rule: Rule = { type: 'array', items, ...presence(options) };
   if (options.max !== undefined) rule.max = options.max;

@@ -1,8 +1,6 @@
 import { WIDGET_SCRIPT, widgetPage } from '../widget/assets.js';
 import type { RouteDefinition } from '../http/types.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export function widgetRoutes(assistantExists: (uuid: string) => Promise<boolean>): RouteDefinition[] {
   return [
     {
@@ -21,7 +19,7 @@ export function widgetRoutes(assistantExists: (uuid: string) => Promise<boolean>
       summary: 'The chat page of an assistant (opened by widget.js in an iframe)',
       async handler(req) {
         const uuid = req.params.id ?? '';
-        if (!UUID.test(uuid) || !(await assistantExists(uuid))) {
+        if (!(await assistantExists(uuid))) {
           return { status: 404, body: 'This chat does not exist.', headers: { 'Content-Type': 'text/plain; charset=utf-8' } };
         }
         return { status: 200, body: widgetPage(uuid), headers: { 'Content-Type': 'text/html; charset=utf-8' } };

@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods, type ValueExpression } from 'slonik';
 import { z } from 'zod';
 import type { AssistantInput } from '../../schemas/assistants.js';
+import { isUuid } from '../../schemas/rules.js';
 
 /** Columns of `assistants` that hold settings of spec 2.5 (everything but ids, status and timestamps). */
 export const SETTING_COLUMNS = [
@@ -165,7 +166,8 @@ export async function inboundAssistantOfNumber(db: CommonQueryMethods, phoneNumb
     WHERE phone_number_id = ${phoneNumberId} AND type = 'inbound' AND id <> ${exceptId ?? 0}`);
 }
 
-/** An assistant by its public UUID, whoever owns it (conversations are public). */
+/** An assistant by its public UUID, whoever owns it (conversations are public); none for text that is no UUID. */
 export async function findAssistantByUuid(db: CommonQueryMethods, uuid: string): Promise<AssistantRow | null> {
+  if (!isUuid(uuid)) return null;
   return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.uuid = ${uuid}::uuid`);
 }

@@ -3,6 +3,7 @@ import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assist
 import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { prices, type ConversationType } from '../prices.js';
+import { isUuid } from '../../schemas/rules.js';
 import { datetime } from '../time.js';
 import { failureReason, renderTemplate, type ConversationEngine } from './engine.js';
 import { userBalance } from '../users/repository.js';
@@ -44,7 +45,6 @@ export function listItem(row: ConversationListRow) {
 }
 
 /** Whether `id` can name a conversation (anything else is not found, never a database error). */
-const isUuid = (id: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id);
 
 
 export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
