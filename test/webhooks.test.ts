@@ -12,6 +12,8 @@
  * 5. deliveries queued while no server ran are sent by the next one to start.
  * 6. secret and rotation; deliveries list filters; other users' deliveries are 404.
  * 7. the recording link is in the payload unless the assistant's include_recording_in_webhook is off.
+ * 8. a response with a null character is recorded (replaced); a last attempt whose lease lapsed is
+ *    given up; turning the webhook off in an update cancels, a new URL takes the retries.
  */
 import t from 'tap';
 import { createDatabasePool } from '../runtime/store/pool.js';
@@ -236,4 +238,59 @@ t.test('deliveries queued with no server running are sent by the next one', asyn
   });
   t.equal(delivered.attempts, 1);
   t.equal(received.length, 1);
+});
+
+t.test('a receiver answering with a null character: the delivery is recorded, not sent again and again', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  site.route('/nul', () => ({ status: 200, type: 'text/plain', body: 'ok\u0000' }));
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}/nul` } });
+  const { callId } = await endCall(api.databaseUrl, user.id, user.assistantId);
+  api.platform.runtime.wakeWebhooks();
+  const delivered = await until(async () => {
+    const [delivery] = (await api.request('GET', `/user/webhook-deliveries?call_id=${callId}`, { token: user.token })).body.data;
+    return delivery?.status === 'delivered' ? delivery : undefined;
+  });
+  t.match(delivered, { attempts: 1, last_status_code: 200, last_response: 'ok\uFFFD' });
+  t.same((await api.request('GET', `/user/calls/${callId}`, { token: user.token })).body.data.webhook_response, { status: 200, body: 'ok\uFFFD' });
+});
+
+t.test("a last attempt whose lease ran out unrecorded is given up, not tried once more", async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  received.length = 0;
+  const id = await withClient(api.databaseUrl, async (db) =>
+    Number((await db.query(
+      `INSERT INTO webhook_deliveries (user_id, assistant_id, event, url, body, status, attempts, lease_expires_at)
+       VALUES ($1, $2, 'call.ended', $3, '{}', 'delivering', 3, now() - interval '1 second') RETURNING id`,
+      [user.id, user.assistantId, `${site.origin}/hook`],
+    )).rows[0].id),
+  );
+  api.platform.runtime.wakeWebhooks();
+  const failed = await until(async () => {
+    const list = (await api.request('GET', '/user/webhook-deliveries?status=failed', { token: user.token })).body.data;
+    return list.find((d: { id: number }) => d.id === id);
+  });
+  t.match(failed, { attempts: 3, status: 'failed' });
+  t.equal(received.length, 0, 'nothing was sent');
+});
+
+t.test('turning the webhook off in an update cancels what waits; a new URL takes the retries', async (t) => {
+  const api = await startTestPlatform(t, options);
+  const user = await owner(api);
+  const waiting = async (url: string) =>
+    withClient(api.databaseUrl, async (db) =>
+      Number((await db.query(
+        `INSERT INTO webhook_deliveries (user_id, assistant_id, event, url, body, next_attempt_at) VALUES ($1, $2, 'call.ended', $3, '{}', now() + interval '1 hour') RETURNING id`,
+        [user.id, user.assistantId, url],
+      )).rows[0].id),
+    );
+  const deliveries = async () => (await api.request('GET', '/user/webhook-deliveries', { token: user.token })).body.data as Array<{ id: number; status: string; url: string }>;
+  const first = await waiting(`${site.origin}/hook`);
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { webhook_url: `${site.origin}/moved` } });
+  t.match((await deliveries()).find((d) => d.id === first), { status: 'pending', url: `${site.origin}/moved` }, 'retargeted');
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { name: 'Renamed' } });
+  t.match((await deliveries()).find((d) => d.id === first), { status: 'pending' }, 'other changes leave it waiting');
+  await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { is_webhook_active: false } });
+  t.match((await deliveries()).find((d) => d.id === first), { status: 'cancelled' }, 'cancelled with the webhook turned off');
 });

@@ -20,7 +20,7 @@ import {
   type AssistantRow,
   type AssistantSettings,
 } from './repository.js';
-import { cancelPendingDeliveries } from '../webhooks/outbox.js';
+import { cancelPendingDeliveries, retargetPendingDeliveries } from '../webhooks/outbox.js';
 import { checkOwnership, checkSettings, fillProviders, resetForMode, settingDefaults } from './rules.js';
 
 const VALIDATION_FAILED = 'Validation failed';
@@ -120,6 +120,9 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
           await validate(tx, userId, settings, id);
           await updateAssistant(tx, userId, id, settings);
           if (input.tool_ids !== undefined) await replaceAssistantTools(tx, id, settings.tool_ids);
+          // Turning the webhook off here stops it as the disable operation does; a new URL gets the retries.
+          if (!settings.is_webhook_active || settings.webhook_url === null) await cancelPendingDeliveries(tx, userId, id);
+          else if (settings.webhook_url !== stored.webhook_url) await retargetPendingDeliveries(tx, userId, id, settings.webhook_url);
           return findAssistant(tx, userId, id);
         })
         .catch(numberTaken);

@@ -89,6 +89,14 @@ export async function cancelPendingDeliveries(db: CommonQueryMethods, userId: nu
   return result.rowCount;
 }
 
+/** A changed webhook URL: what has not been delivered yet goes to the new one from its next attempt. */
+export async function retargetPendingDeliveries(db: CommonQueryMethods, userId: number, assistantId: number, url: string): Promise<number> {
+  const result = await db.query(sql.unsafe`
+    UPDATE webhook_deliveries SET url = ${url}, updated_at = now()
+    WHERE user_id = ${userId} AND assistant_id = ${assistantId} AND status IN ('pending', 'delivering') AND url <> ${url}`);
+  return result.rowCount;
+}
+
 /** The user's signing secret, created on first use. */
 export async function webhookSecret(db: CommonQueryMethods, userId: number, rotate = false): Promise<string> {
   const candidate = newWebhookSecret();
@@ -105,6 +113,7 @@ const claimed = z.object({
   url: z.string(),
   body: z.string(),
   attempts: z.number(),
+  status: z.enum(['delivering', 'failed']),
 });
 type Claimed = z.infer<typeof claimed>;
 
@@ -154,6 +163,9 @@ export interface WebhookWorkerOptions {
   readonly onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
 }
 
+/** PostgreSQL text and jsonb refuse the null character a receiver may answer with. */
+const storable = (text: string) => text.replaceAll('\u0000', '\uFFFD');
+
 export function createWebhookWorker(options: WebhookWorkerOptions) {
   const { pool, logger } = options;
   const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
@@ -165,14 +177,16 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
   async function claim(): Promise<Claimed | null> {
     return pool.maybeOne(sql.type(claimed)`
       WITH next AS (
-        SELECT id FROM webhook_deliveries
+        -- A lapsed lease on the last attempt (or on a redelivery's one) is not tried again.
+        SELECT id, status = 'delivering' AND attempts >= ${delays.length} AS lapsed FROM webhook_deliveries
         WHERE (status = 'pending' AND next_attempt_at <= now()) OR (status = 'delivering' AND lease_expires_at < now())
         ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
       )
-      UPDATE webhook_deliveries d SET status = 'delivering', attempts = d.attempts + 1,
-        lease_expires_at = now() + interval '60 seconds', updated_at = now()
+      UPDATE webhook_deliveries d SET status = CASE WHEN lapsed THEN 'failed' ELSE 'delivering' END,
+        attempts = CASE WHEN lapsed THEN d.attempts ELSE d.attempts + 1 END,
+        lease_expires_at = CASE WHEN lapsed THEN NULL ELSE now() + interval '60 seconds' END, updated_at = now()
       FROM next WHERE d.id = next.id
-      RETURNING d.id, d.delivery_id, d.user_id, d.call_id, d.url, d.body, d.attempts`);
+      RETURNING d.id, d.delivery_id, d.user_id, d.call_id, d.url, d.body, d.attempts, d.status`);
   }
 
   async function send(delivery: Claimed): Promise<void> {
@@ -198,9 +212,9 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         },
       });
       statusCode = result.status;
-      response = result.body.toString('utf8').slice(0, RESPONSE_LIMIT);
+      response = storable(result.body.toString('utf8').slice(0, RESPONSE_LIMIT));
     } catch (cause) {
-      error = (cause as Error).message;
+      error = storable((cause as Error).message);
     }
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
     const exhausted = delivery.attempts >= delays.length;
@@ -234,6 +248,12 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         return;
       }
       if (!delivery) return;
+      if (delivery.status === 'failed') {
+        // Its last attempt's lease ran out unrecorded (the process stopped, or the outcome could not be written).
+        options.onAttempt?.('failed');
+        logger.warn({ deliveryId: delivery.delivery_id }, 'webhook given up: its last attempt was never recorded');
+        continue;
+      }
       try {
         await send(delivery);
       } catch (error) {
