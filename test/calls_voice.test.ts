@@ -168,3 +168,17 @@ t.test('fillers: a short filler is spoken when the first token is slow; call met
   t.ok(lateness('count') > 50, 'the lateness of every scheduled frame is measured');
   t.equal(lateness('bucket\\{le="0.005"\\}'), lateness('count'), 'on a 5 ms ticker no frame leaves later than that');
 });
+
+t.test("a null character in the model's answer: the call's transcript is saved with it replaced", async (t) => {
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { initial_message: 'Hi.' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  fake.scriptChat({ text: 'Odd\u0000answer.' });
+  const { phone, callId } = await callIn(s, ['Say something odd.']);
+  await phone.untilAgentDone();
+  await phone.turn();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'ended_by_customer');
+  t.match(call.transcript, /\nuser: Say something odd\.\nassistant: Odd\uFFFDanswer\.$/);
+});

@@ -134,6 +134,21 @@ t.test('a mid-call tool round trip', async (t) => {
   t.same(history.at(-1), { role: 'assistant', content: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }] });
 });
 
+t.test('a null character from the model or a tool is stored replaced, and the reply is kept', async (t) => {
+  site.route('/nul', () => ({ type: 'application/json', body: JSON.stringify({ note: 'a\u0000b' }) }));
+  const tool = await api.request('POST', '/user/tools', {
+    token: owner.token,
+    body: { name: 'odd_lookup', description: 'Looks up something odd', endpoint: `${site.origin}/nul`, method: 'GET', schema: [] },
+  });
+  const bot = await assistant({ tool_ids: [tool.body.data.id] });
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  fake.scriptChat({ toolCalls: [{ name: 'odd_lookup', arguments: {} }] }, { text: 'Odd\u0000answer.' });
+  const reply = await say(conversation, 'Anything odd?');
+  t.equal(reply.status, 200);
+  const history = (await api.request('GET', `/conversations/${conversation}`)).body.history;
+  t.same(history.at(-1), { role: 'assistant', content: 'Odd\uFFFDanswer.', function_calls: [{ name: 'odd_lookup', arguments: {}, result: { note: 'a\uFFFDb' } }] });
+});
+
 t.test('billing under concurrency and insufficient balance', async (t) => {
   const poor = await api.user('Poor');
   const bot = await assistant({}, poor.token);

@@ -148,6 +148,11 @@ t.test('crawling a site', async (t) => {
   const blocked = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Secret', type: 'website', url: `${site.origin}/private/secret` } });
   t.match(await settled(kb, blocked.body.data.id), { status: 'failed', error: /robots\.txt/ });
   t.match((await api.request('GET', `/user/knowledgebases/${kb}`, { token: alice.token })).body.data, { status: 'active' }, 'active documents keep the knowledgebase active');
+
+  site.route('/nul.txt', { type: 'text/plain', body: 'Binary\u0000ish notes\u0007 about the loading dock.' });
+  const nul = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Nul', type: 'website', url: `${site.origin}/nul.txt` } });
+  t.match(await settled(kb, nul.body.data.id), { status: 'active', error: null }, 'control characters are dropped, not fatal');
+  t.match((await search(kb, 'loading dock')).body.data[0], { content: 'Binaryish notes about the loading dock.' });
 });
 
 t.test('search operation', async (t) => {

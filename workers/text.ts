@@ -25,9 +25,14 @@ export interface ChunkOptions {
   readonly overlap?: number;
 }
 
-/** Collapses runs of spaces and tabs, keeps line breaks meaningful, trims. */
+/**
+ * Collapses runs of spaces and tabs, keeps line breaks meaningful, drops control characters
+ * (U+0000, which PostgreSQL cannot store, among them: PDFs and misdeclared text files carry them),
+ * trims.
+ */
 export function normalizeText(text: string): string {
   return text
+    .replace(/[\u0000-\u0008\u000e-\u001f\u007f]/g, '')
     .replace(/\r\n?/g, '\n')
     .replace(/[\t\f\v \u00a0]+/g, ' ')
     .replace(/ *\n */g, '\n')

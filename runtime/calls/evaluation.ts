@@ -5,6 +5,7 @@ import { streamRound } from '../conversations/agent.js';
 import { EXTRACTION_FIELDS_MARKER } from '../llm/dev.js';
 import type { LlmRegistry } from '../llm/registry.js';
 import type { Logger } from '../logger.js';
+import { storableJson } from '../store/text.js';
 
 /**
  * Post-call evaluation: with `post_call_evaluation` and a `post_call_schema`, the assistant's text
@@ -108,9 +109,9 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
         }
       }
       await pool.transaction(async (tx) => {
-        await tx.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(result.evaluation as never)}, evaluation_status = ${result.ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId}`);
+        await tx.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(storableJson(result.evaluation) as never)}, evaluation_status = ${result.ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId}`);
         await tx.query(sql.unsafe`
-          UPDATE webhook_deliveries SET body = jsonb_set(body::jsonb, '{extracted_variables}', ${sql.jsonb(result.evaluation as never)})::text, next_attempt_at = now()
+          UPDATE webhook_deliveries SET body = jsonb_set(body::jsonb, '{extracted_variables}', ${sql.jsonb(storableJson(result.evaluation) as never)})::text, next_attempt_at = now()
           WHERE call_id = ${callId} AND status = 'pending' AND attempts = 0`);
       });
       deps.onDone();

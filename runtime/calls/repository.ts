@@ -2,6 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { CALL_STATUSES, type CallStatus } from '../../schemas/calls.js';
 import { insertLedgerEntry } from '../ledger/repository.js';
+import { storableText } from '../store/text.js';
 
 
 export const callRow = z.object({
@@ -122,7 +123,7 @@ export interface CallEnding {
 /** Writes the end of a call once; false when it had already ended. */
 export async function endCall(db: CommonQueryMethods, id: number, end: CallEnding): Promise<boolean> {
   const result = await db.query(sql.unsafe`
-    UPDATE calls SET status = ${end.status}, transcript = ${end.transcript}, duration = ${end.duration}, answered_by = ${end.answeredBy},
+    UPDATE calls SET status = ${end.status}, transcript = ${storableText(end.transcript)}, duration = ${end.duration}, answered_by = ${end.answeredBy},
       carrier_cost = ${end.carrierCost.toFixed(6)}, total_cost = ${end.totalCost.toFixed(6)}, recording_path = ${end.recordingPath},
       evaluation_status = ${end.evaluationPending ? 'pending' : null},
       answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()

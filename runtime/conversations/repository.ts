@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import type { ConversationType } from '../prices.js';
+import { storableJson, storableText } from '../store/text.js';
 
 export const conversationRow = z.object({
   id: z.string(),
@@ -52,8 +53,8 @@ export async function insertMessage(
 ): Promise<MessageRow> {
   const row = await db.one(sql.type(messageRow)`
     INSERT INTO conversation_messages (conversation_id, role, content, function_calls, cost, reply_pending)
-    VALUES (${input.conversationId}, ${input.role}, ${input.content},
-      ${input.functionCalls?.length ? sql.jsonb(input.functionCalls as never) : null}, ${(input.cost ?? 0).toFixed(6)}, ${input.replyPending ?? false})
+    VALUES (${input.conversationId}, ${input.role}, ${storableText(input.content)},
+      ${input.functionCalls?.length ? sql.jsonb(storableJson(input.functionCalls) as never) : null}, ${(input.cost ?? 0).toFixed(6)}, ${input.replyPending ?? false})
     RETURNING id, role, content, function_calls, cost, created_at`);
   await db.query(sql.unsafe`
     UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()

@@ -2,6 +2,7 @@ import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
+import { storableText } from '../store/text.js';
 import { datetime } from '../time.js';
 import { newWebhookSecret, signature } from './signing.js';
 
@@ -163,9 +164,6 @@ export interface WebhookWorkerOptions {
   readonly onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
 }
 
-/** PostgreSQL text and jsonb refuse the null character a receiver may answer with. */
-const storable = (text: string) => text.replaceAll('\u0000', '\uFFFD');
-
 export function createWebhookWorker(options: WebhookWorkerOptions) {
   const { pool, logger } = options;
   const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
@@ -212,9 +210,9 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         },
       });
       statusCode = result.status;
-      response = storable(result.body.toString('utf8').slice(0, RESPONSE_LIMIT));
+      response = storableText(result.body.toString('utf8').slice(0, RESPONSE_LIMIT));
     } catch (cause) {
-      error = storable((cause as Error).message);
+      error = storableText((cause as Error).message);
     }
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
     const exhausted = delivery.attempts >= delays.length;
