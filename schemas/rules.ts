@@ -122,7 +122,7 @@ export const record = (options: Presence = {}): Rule => ({
     const entries = Object.entries(value);
     if (entries.length > RECORD_MAX_KEYS) errors.push({ type: 'recordMaxKeys', expected: RECORD_MAX_KEYS });
     for (const [key, item] of entries) {
-      const scalar = typeof item === 'number' || typeof item === 'boolean' || (typeof item === 'string' && item.length <= RECORD_MAX_VALUE_LENGTH);
+      const scalar = (typeof item === 'number' && Number.isFinite(item)) || typeof item === 'boolean' || (typeof item === 'string' && item.length <= RECORD_MAX_VALUE_LENGTH);
       if (!scalar) errors.push({ type: 'recordValue', field: `${path}.${key}`, actual: item });
     }
     return value;

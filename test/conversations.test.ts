@@ -98,6 +98,10 @@ t.test('create and reply', async (t) => {
     const found = await api.request('GET', `/conversations/${malformed}`);
     t.same([found.status, found.body], [404, { status: false, error: 'Conversation not found' }], `${malformed} names no conversation`);
   }
+  const huge = await api.request('POST', '/conversations', { raw: `{"assistant_id":"${bot.uuid}","variables":{"n":1e400}}`, headers: { 'content-type': 'application/json' } });
+  t.same([huge.status, huge.body.errors], [422, { 'variables.n': ['The variables.n must be a string, number or boolean.'] }], 'a number JSON cannot hold');
+  const inheritedBot = await assistant({ initial_message: 'Hi {{constructor}}{{toString}}!' });
+  t.equal((await start(inheritedBot.uuid)).body.history[0].content, 'Hi !', 'only the variables given fill placeholders');
   const nested = await start(bot.uuid, { variables: { name: { first: 'Ada' }, city: 'Rome' } });
   t.same([nested.status, nested.body.errors], [422, { 'variables.name': ['The variables.name must be a string, number or boolean.'] }]);
   const many = await start(bot.uuid, { variables: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`v${i}`, i])) });
@@ -147,6 +151,10 @@ t.test('a null character from the model or a tool is stored replaced, and the re
   t.equal(reply.status, 200);
   const history = (await api.request('GET', `/conversations/${conversation}`)).body.history;
   t.same(history.at(-1), { role: 'assistant', content: 'Odd\uFFFDanswer.', function_calls: [{ name: 'odd_lookup', arguments: {}, result: { note: 'a\uFFFDb' } }] });
+
+  site.route('/nul', () => ({ type: 'application/json', body: '[1, 2]' }));
+  fake.scriptChat({ toolCalls: [{ name: 'odd_lookup', arguments: {} }] }, { text: 'Two items.' });
+  t.same((await say(conversation, 'And a list?')).body.function_calls, [{ name: 'odd_lookup', arguments: {}, result: { value: [1, 2] } }], 'a result that is no object is wrapped in one');
 });
 
 t.test('billing under concurrency and insufficient balance', async (t) => {
@@ -318,7 +326,7 @@ t.test('listing', async (t) => {
   const foreign = await api.request('GET', `/user/conversations?assistant_id=${a.id}`, { token: stranger.token });
   t.same([foreign.status, foreign.body.errors], [422, { assistant_id: ['The selected assistant id is invalid.'] }]);
   t.equal((await api.request('GET', '/user/conversations', { token: stranger.token })).body.total, 0, 'another user sees none');
-  for (const query of ['per_page=0', 'per_page=101', 'type=sms', 'date_from=2026-02-30', 'date_to=yesterday', 'page=0']) {
+  for (const query of ['per_page=0', 'per_page=101', 'type=sms', 'date_from=2026-02-30', 'date_to=yesterday', 'page=0', 'date_from=0000-01-01']) {
     t.equal((await api.request('GET', `/user/conversations?${query}`, { token: lister.token })).status, 422, query);
   }
 });

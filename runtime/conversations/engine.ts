@@ -33,7 +33,7 @@ export type ConversationEvent =
 /** `{{name}}` placeholders replaced by the variables; unknown ones become empty text. */
 export function renderTemplate(template: string, variables: Record<string, unknown>): string {
   return template.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_, name: string) => {
-    const value = variables[name];
+    const value = Object.hasOwn(variables, name) ? variables[name] : undefined;
     return value === undefined || value === null ? '' : String(value);
   });
 }

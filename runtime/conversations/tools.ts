@@ -48,7 +48,9 @@ export async function callTool(tool: ToolRow, args: Record<string, unknown>, fet
       }
     }
     if (response.status < 200 || response.status >= 300) return { error: `The tool answered HTTP ${response.status}`, body: result };
-    return typeof result === 'string' ? { text: result, ...(response.truncated ? { truncated: true } : {}) } : result;
+    if (typeof result === 'string') return { text: result, ...(response.truncated ? { truncated: true } : {}) };
+    // A function call's result is an object (spec 2.9): a JSON array, number or null is wrapped.
+    return result !== null && typeof result === 'object' && !Array.isArray(result) ? result : { value: result };
   } catch (error) {
     const message = error instanceof OutboundError ? error.message : 'The tool could not be called.';
     return { error: /Timed out/.test(message) ? `The tool did not answer within ${tool.timeout} seconds` : message };
