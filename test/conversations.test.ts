@@ -157,6 +157,33 @@ t.test('a null character from the model or a tool is stored replaced, and the re
   t.same((await say(conversation, 'And a list?')).body.function_calls, [{ name: 'odd_lookup', arguments: {}, result: { value: [1, 2] } }], 'a result that is no object is wrapped in one');
 });
 
+t.test('a live conversation follows changes to its assistant and its tools', async (t) => {
+  site.route('/stock', () => ({ type: 'application/json', body: JSON.stringify({ in_stock: 3 }) }));
+  const tool = await api.request('POST', '/user/tools', {
+    token: owner.token,
+    body: { name: 'check_stock', description: 'Checks the stock', endpoint: `${site.origin}/stock`, method: 'GET', schema: [] },
+  });
+  const bot = await assistant({ tool_ids: [tool.body.data.id] });
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  const asked = () => fake.requests.at(-1)!.body;
+  fake.scriptChat({ text: 'First.' });
+  await say(conversation, 'One');
+  t.same(asked().tools.map((x: { function: { name: string } }) => x.function.name), ['check_stock']);
+  await api.request('PUT', `/user/assistant/${bot.id}`, { token: owner.token, body: { system_prompt: 'You now work for Globex.' } });
+  fake.scriptChat({ text: 'Second.' });
+  await say(conversation, 'Two');
+  t.same(asked().messages[0], { role: 'system', content: 'You now work for Globex.' }, 'the new prompt');
+  await api.request('PUT', `/user/tools/${tool.body.data.id}`, { token: owner.token, body: { description: 'Counts the items in stock' } });
+  fake.scriptChat({ text: 'Third.' });
+  await say(conversation, 'Three');
+  t.equal(asked().tools[0].function.description, 'Counts the items in stock', "the tool's new settings");
+  await api.request('DELETE', `/user/tools/${tool.body.data.id}`, { token: owner.token });
+  fake.scriptChat({ text: 'Fourth.' });
+  await say(conversation, 'Four');
+  t.notOk(asked().tools, 'a deleted tool is no longer offered');
+  t.same(asked().messages.slice(-3).map((m: { content: string }) => m.content), ['Three', 'Third.', 'Four'], 'the history carried over');
+});
+
 t.test('billing under concurrency and insufficient balance', async (t) => {
   const poor = await api.user('Poor');
   const bot = await assistant({}, poor.token);

@@ -12,7 +12,7 @@ import { LlmError, type ChatMessage, type LlmProvider } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
-import { listAssistantTools, type ToolRow } from '../tools/repository.js';
+import { assistantToolsVersion, listAssistantTools, type ToolRow } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
 import { clearMessageCost, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow } from './repository.js';
 import { SEARCH_FUNCTION, toolFunction } from './tools.js';
@@ -72,6 +72,8 @@ export function createConversationEngine(deps: EngineDeps) {
   interface Live {
     readonly actor: ActorRefFrom<typeof conversationMachine>;
     readonly tools: ReadonlyMap<string, ToolRow>;
+    /** The assistant's settings and tools it was built from (see `versionOf`). */
+    readonly version: string;
     lastUsed: number;
     busy: number;
   }
@@ -94,7 +96,12 @@ export function createConversationEngine(deps: EngineDeps) {
     return (await model(id)) ?? { provider: deps.llm.provider('dev'), model: 'dev' };
   }
 
-  async function load(conversation: ConversationRow, assistant: AssistantRow): Promise<Live> {
+  /** What a live conversation's actor depends on: the assistant's settings, which tools it has, and their settings. */
+  async function versionOf(assistant: AssistantRow): Promise<string> {
+    return `${assistant.updated_at}|${assistant.tool_ids.join(',')}|${await assistantToolsVersion(pool, assistant.id)}`;
+  }
+
+  async function load(conversation: ConversationRow, assistant: AssistantRow, version: string): Promise<Live> {
     const tools = await listAssistantTools(pool, assistant.id);
     const toolMap = new Map(tools.map((tool) => [tool.name, tool]));
     const variables = { ...assistant.variables, ...conversation.variables };
@@ -184,7 +191,7 @@ export function createConversationEngine(deps: EngineDeps) {
     });
     const actor = createActor(machine, { input: { setup } });
     actor.start();
-    return { actor, tools: toolMap, lastUsed: Date.now(), busy: 0 };
+    return { actor, tools: toolMap, version, lastUsed: Date.now(), busy: 0 };
   }
 
   const sweeper = setInterval(() => {
@@ -222,12 +229,22 @@ export function createConversationEngine(deps: EngineDeps) {
   }, 60_000);
   refundSweep.unref();
 
+  /**
+   * The conversation's actor, rebuilt when the assistant or its tools changed since it was built
+   * (a new prompt, a removed tool and its credentials) once it has nothing queued; a busy one
+   * finishes its queue as it was.
+   */
   async function actorFor(conversation: ConversationRow, assistant: AssistantRow): Promise<Live> {
+    const version = await versionOf(assistant);
     const existing = live.get(conversation.id);
-    if (existing) return existing;
+    if (existing && (existing.version === version || existing.busy > 0)) return existing;
+    if (existing) {
+      existing.actor.send({ type: 'end' });
+      live.delete(conversation.id);
+    }
     let pending = starting.get(conversation.id);
     if (!pending) {
-      pending = load(conversation, assistant).finally(() => starting.delete(conversation.id));
+      pending = load(conversation, assistant, version).finally(() => starting.delete(conversation.id));
       starting.set(conversation.id, pending);
     }
     const entry = await pending;
@@ -256,12 +273,6 @@ export function createConversationEngine(deps: EngineDeps) {
     subscribe(conversationId: string, listener: (event: ConversationEvent) => void): () => void {
       events.on(conversationId, listener);
       return () => void events.off(conversationId, listener);
-    },
-
-    /** Drops the live actor so the next message rebuilds it (after settings change). */
-    forget(conversationId: string): void {
-      live.get(conversationId)?.actor.send({ type: 'end' });
-      live.delete(conversationId);
     },
 
     liveCount(): number {

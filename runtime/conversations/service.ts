@@ -44,9 +44,6 @@ export function listItem(row: ConversationListRow) {
   };
 }
 
-/** Whether `id` can name a conversation (anything else is not found, never a database error). */
-
-
 export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
   async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantRow }> {
     const conversation = isUuid(id) ? await findConversation(pool, id) : null;
