@@ -13,6 +13,7 @@
 import t from 'tap';
 import { makeDocx, makeLyingZipBomb, makeZipBomb } from './fixtures/docx.js';
 import { makePdf } from './fixtures/pdf.js';
+import { withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
 import { html, startSite } from './helpers/site.js';
 
@@ -153,6 +154,35 @@ t.test('crawling a site', async (t) => {
   const nul = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Nul', type: 'website', url: `${site.origin}/nul.txt` } });
   t.match(await settled(kb, nul.body.data.id), { status: 'active', error: null }, 'control characters are dropped, not fatal');
   t.match((await search(kb, 'loading dock')).body.data[0], { content: 'Binaryish notes about the loading dock.' });
+});
+
+t.test('documents created together are processed at most INGESTION_CONCURRENCY (2) at a time', async (t) => {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let open = 0;
+  let most = 0;
+  for (let i = 0; i < 6; i++) {
+    site.route(`/held/${i}`, () => {
+      most = Math.max(most, ++open);
+      void held.then(() => open--);
+      return { body: html(`Held ${i}`, `<p>Held page number ${i} about pallets.</p>`), heldUntil: held };
+    });
+  }
+  const kb = await newKb('Held');
+  const created = await Promise.all(
+    Array.from({ length: 6 }, (_, i) => api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: `Held ${i}`, type: 'website', url: `${site.origin}/held/${i}` } })),
+  );
+  const running = async () => withClient(api.databaseUrl, async (db) => (await db.query(`SELECT count(*)::int AS n FROM document_jobs WHERE status = 'running'`)).rows[0].n as number);
+  let mostRunning = 0;
+  for (let i = 0; i < 100 && (open < 2 || i < 20); i++) {
+    mostRunning = Math.max(mostRunning, await running());
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  t.equal(open, 2, 'two pages fetched at once');
+  t.ok(mostRunning <= 2, `at most two jobs running (${mostRunning})`);
+  release();
+  for (const res of created) t.match(await settled(kb, res.body.data.id), { status: 'active' });
+  t.equal(most, 2, 'never more than two at any time');
 });
 
 t.test('search operation', async (t) => {

@@ -49,6 +49,7 @@ export function createIngestion(options: IngestionOptions) {
   let running = false;
   let timer: NodeJS.Timeout | undefined;
   const active = new Set<Promise<void>>();
+  const claims = new Set<Promise<unknown>>();
 
   async function blocksOf(job: ClaimedJob): Promise<Block[]> {
     if (job.type === 'website') {
@@ -132,15 +133,23 @@ export function createIngestion(options: IngestionOptions) {
     }
   }
 
-  /** Claims and runs jobs until none is due or every slot is busy. */
+  /**
+   * Claims and runs jobs until none is due or every slot is busy. Drains run side by side (a wake,
+   * a finished job, the poll): a claim in progress holds its slot, so together they never run more
+   * than `concurrency` jobs.
+   */
   async function drain(): Promise<void> {
-    while (running && active.size < options.concurrency) {
+    while (running && active.size + claims.size < options.concurrency) {
+      const claim = claimJob(pool, options.leaseMs);
+      claims.add(claim);
       let job: ClaimedJob | null;
       try {
-        job = await claimJob(pool, options.leaseMs);
+        job = await claim;
       } catch (error) {
         if (running) logger.warn({ err: error }, 'could not claim a document job');
         return;
+      } finally {
+        claims.delete(claim);
       }
       if (!job) return;
       const work = runJob(job).finally(() => {
@@ -170,10 +179,11 @@ export function createIngestion(options: IngestionOptions) {
     wake(): void {
       if (running) void drain();
     },
-    /** Stops claiming and waits for the jobs in hand. */
+    /** Stops claiming and waits for the jobs in hand, including one whose claim was under way. */
     async stop(): Promise<void> {
       running = false;
       if (timer) clearTimeout(timer);
+      await Promise.allSettled([...claims]);
       await Promise.allSettled([...active]);
     },
   };
