@@ -82,7 +82,16 @@ export const oneOf = (values: readonly string[], options: Presence = {}): Rule =
 
 export const email = (options: Presence & { max?: number } = {}): Rule => ({ type: 'email', empty: false, max: options.max ?? 255, ...presence(options) });
 
-export const url = (options: Presence = {}): Rule => ({ type: 'url', empty: false, ...presence(options) });
+/** An http(s) URL that also parses as one (the validator's pattern alone lets `http://[::1` or a port of 99999 through). */
+export const url = (options: Presence = {}): Rule => ({
+  type: 'url',
+  empty: false,
+  ...presence(options),
+  custom(value: unknown, errors: Array<Record<string, unknown>>) {
+    if (typeof value === 'string' && /^https?:\/\//i.test(value) && !URL.canParse(value)) errors.push({ type: 'url', actual: value });
+    return value;
+  },
+});
 
 export const uuid = (options: Presence = {}): Rule => ({ type: 'uuid', ...presence(options) });
 

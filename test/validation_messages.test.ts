@@ -65,6 +65,11 @@ t.test('messages', async (t) => {
   t.same(errorsOf({ name: '' }).errors, { name: ['The name field is required.'] });
   t.same(errorsOf({ name: 5 }).errors, { name: ['The name must be a string.'] });
   t.same(errorsOf({ name: 'a', links: 'x' }).errors, { links: ['The links must be an array.'] });
+  t.same(errorsOf({ name: 'a', links: [{ link: 'http://[::1' }, { link: 'http://a%zz/' }, { link: 'http://x:99999/' }, { link: 'https://ok.example/a' }] }).errors, {
+    'links.0.link': ['The links.0.link must be a valid URL.'],
+    'links.1.link': ['The links.1.link must be a valid URL.'],
+    'links.2.link': ['The links.2.link must be a valid URL.'],
+  }, 'URLs that look right but do not parse');
   t.same(errorsOf('a string body').errors, { name: ['The name field is required.'] });
   t.same(errorsOf(null).errors, { name: ['The name field is required.'] });
   t.same(errorsOf([1, 2]).errors, { name: ['The name field is required.'] });
