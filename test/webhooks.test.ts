@@ -294,3 +294,22 @@ t.test('turning the webhook off in an update cancels what waits; a new URL takes
   await api.request('PUT', `/user/assistant/${user.assistantId}`, { token: user.token, body: { is_webhook_active: false } });
   t.match((await deliveries()).find((d) => d.id === first), { status: 'cancelled' }, 'cancelled with the webhook turned off');
 });
+
+t.test("one user's hanging receiver does not hold up another user's deliveries", async (t) => {
+  const api = await startTestPlatform(t, options);
+  const slow = await owner(api);
+  const { inFlight, release } = await heldReceiver(api, slow, '/hanging', 200);
+  t.teardown(release);
+  await endCall(api.databaseUrl, slow.id, slow.assistantId);
+  api.platform.runtime.wakeWebhooks();
+  await inFlight;
+  const quick = await owner(api);
+  const { callId } = await endCall(api.databaseUrl, quick.id, quick.assistantId);
+  api.platform.runtime.wakeWebhooks();
+  const delivered = await until(async () => {
+    const [delivery] = (await api.request('GET', `/user/webhook-deliveries?call_id=${callId}`, { token: quick.token })).body.data;
+    return delivery?.status === 'delivered' ? delivery : undefined;
+  });
+  t.match(delivered, { attempts: 1 }, 'delivered while the other receiver still holds its request');
+  t.equal((await api.request('GET', '/user/webhook-deliveries', { token: slow.token })).body.data[0].status, 'delivering');
+});

@@ -160,6 +160,8 @@ export interface WebhookWorkerOptions {
   /** Delays before attempts 2..8; tests shorten them. */
   readonly retryDelaysMs?: readonly number[];
   readonly now?: () => number;
+  /** Deliveries attempted at once. @defaultValue 4 */
+  readonly concurrency?: number;
   /** Called after each attempt (metrics). */
   readonly onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
 }
@@ -168,9 +170,17 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
   const { pool, logger } = options;
   const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
   const now = options.now ?? Date.now;
+  const concurrency = options.concurrency ?? 4;
   let running = false;
   let timer: NodeJS.Timeout | undefined;
-  let draining: Promise<void> | undefined;
+  const drains = new Set<Promise<void>>();
+
+  /** One more drain loop, up to `concurrency`: a receiver that hangs holds up only its own loop. */
+  function spawn(): void {
+    if (!running || drains.size >= concurrency) return;
+    const loop: Promise<void> = drain().finally(() => drains.delete(loop));
+    drains.add(loop);
+  }
 
   async function claim(): Promise<Claimed | null> {
     return pool.maybeOne(sql.type(claimed)`
@@ -246,6 +256,8 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         return;
       }
       if (!delivery) return;
+      // More may be due: another loop looks while this one sends.
+      spawn();
       if (delivery.status === 'failed') {
         // Its last attempt's lease ran out unrecorded (the process stopped, or the outcome could not be written).
         options.onAttempt?.('failed');
@@ -265,9 +277,7 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
 
   function tick(): void {
     if (!running) return;
-    draining ??= drain().finally(() => {
-      draining = undefined;
-    });
+    spawn();
     timer = setTimeout(tick, options.pollMs ?? 1000);
     timer.unref();
   }
@@ -280,12 +290,12 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
     },
     /** A delivery was queued or redelivered: look now. */
     wake(): void {
-      if (running) draining ??= drain().finally(() => (draining = undefined));
+      spawn();
     },
     async stop(): Promise<void> {
       running = false;
       if (timer) clearTimeout(timer);
-      await draining;
+      await Promise.allSettled([...drains]);
     },
   };
 }
