@@ -9,7 +9,7 @@ export const createConversationSchema = compileSchema<{ assistant_id: string; ty
 });
 
 export const sendMessageSchema = compileSchema<{ message: string }>({
-  message: text({ max: 2000 }),
+  message: text({ max: 2000, notBlank: true }),
 });
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;

@@ -26,8 +26,15 @@ function presence(options: Presence): Record<string, unknown> {
   return out;
 }
 
-export function text(options: Presence & { max?: number; min?: number; pattern?: RegExp; patternMessage?: string } = {}): Rule {
+/** Text; `notBlank` also refuses text of white space alone, as if it were missing. */
+export function text(options: Presence & { max?: number; min?: number; pattern?: RegExp; patternMessage?: string; notBlank?: boolean } = {}): Rule {
   const rule: Rule = { type: 'string', empty: false, ...presence(options) };
+  if (options.notBlank) {
+    rule.custom = (value: unknown, errors: Array<Record<string, unknown>>) => {
+      if (typeof value === 'string' && value !== '' && value.trim() === '') errors.push({ type: 'required' });
+      return value;
+    };
+  }
   if (options.max !== undefined) rule.max = options.max;
   if (options.min !== undefined) rule.min = options.min;
   if (options.pattern) rule.pattern = options.pattern;

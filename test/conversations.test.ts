@@ -108,6 +108,8 @@ t.test('create and reply', async (t) => {
   t.same(many.body.errors, { variables: ['The variables may not have more than 100 keys.'] });
   const invalid = await api.request('POST', `/conversations/${created.body.conversation_id}/messages`, { body: { message: 'x'.repeat(2001) } });
   t.same(invalid.body.errors, { message: ['The message may not be greater than 2000 characters.'] });
+  const blank = await api.request('POST', `/conversations/${created.body.conversation_id}/messages`, { body: { message: ' \n\t ' } });
+  t.same([blank.status, blank.body.errors], [422, { message: ['The message field is required.'] }], 'white space alone is no message (and is not charged)');
   t.equal((await start(bot.uuid, { type: 'api' })).status, 422, 'api type needs the owner token');
   t.equal((await start(bot.uuid, { type: 'api' }, stranger.token)).status, 422);
   t.match((await start(bot.uuid, { type: 'api' }, owner.token)).body, { status: true });
