@@ -96,6 +96,17 @@ export interface Passage {
 }
 
 export function createKnowledgeService({ pool, workers, index, embedder, dataDir, logger, onEnqueued }: KnowledgeServiceDeps) {
+  /**
+   * After a deletion has committed: the external index and the stored files are cleaned up each on
+   * its own, and a failure is logged rather than reported (the deletion itself is done, and a
+   * retry would only find it gone).
+   */
+  async function cleanUp(context: Record<string, number>, steps: Array<Promise<unknown>>): Promise<void> {
+    for (const result of await Promise.allSettled(steps)) {
+      if (result.status === 'rejected') logger.error({ err: result.reason, ...context }, 'clean-up after a deletion failed');
+    }
+  }
+
   async function ownedKnowledgebase(userId: number, id: number): Promise<KnowledgebaseRow> {
     const row = await findKnowledgebase(pool, userId, id);
     if (!row) throw new PlatformError('knowledgebase_not_found');
@@ -127,8 +138,7 @@ export function createKnowledgeService({ pool, workers, index, embedder, dataDir
     async deleteKnowledgebase(userId: number, id: number): Promise<void> {
       const paths = await pool.transaction((tx) => deleteKnowledgebase(tx, userId, id));
       if (!paths) throw new PlatformError('knowledgebase_not_found');
-      await index.deleteKnowledgebase(userId, id);
-      await Promise.all(paths.map((path) => removeUpload(dataDir, path)));
+      await cleanUp({ userId, knowledgebaseId: id }, [index.deleteKnowledgebase(userId, id), ...paths.map((path) => removeUpload(dataDir, path))]);
       logger.info({ userId, knowledgebaseId: id, documents: paths.length }, 'knowledgebase deleted');
     },
 
@@ -196,9 +206,8 @@ export function createKnowledgeService({ pool, workers, index, embedder, dataDir
         await deleteDocument(tx, userId, id);
         await refreshKnowledgebaseStatus(tx, knowledgebaseId);
       });
-      await index.deleteDocument(userId, id);
       const path = row.source.path;
-      if (typeof path === 'string') await removeUpload(dataDir, path);
+      await cleanUp({ userId, knowledgebaseId, documentId: id }, [index.deleteDocument(userId, id), ...(typeof path === 'string' ? [removeUpload(dataDir, path)] : [])]);
       logger.info({ userId, knowledgebaseId, documentId: id }, 'document deleted');
     },
 

@@ -14,12 +14,18 @@ export async function storeUpload(dataDir: string, userId: number, extension: st
   const temporary = `${target}.partial`;
   const handle = await open(temporary, 'w', 0o600);
   try {
-    await handle.writeFile(bytes);
-    await handle.sync();
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(bytes);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, target);
+  } catch (error) {
+    // A full disk or a failed flush leaves no half-written file behind.
+    await unlink(temporary).catch(() => undefined);
+    throw error;
   }
-  await rename(temporary, target);
   return relative;
 }
 
