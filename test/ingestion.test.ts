@@ -150,6 +150,24 @@ t.test('crawling a site', async (t) => {
   t.match(await settled(kb, blocked.body.data.id), { status: 'failed', error: /robots\.txt/ });
   t.match((await api.request('GET', `/user/knowledgebases/${kb}`, { token: alice.token })).body.data, { status: 'active' }, 'active documents keep the knowledgebase active');
 
+  site.route('/flaky', { status: 503, type: 'text/plain', body: 'down' });
+  const partly = await api.request('POST', `/user/knowledgebases/${kb}/documents`, {
+    token: alice.token,
+    body: { name: 'Partly', type: 'website', links: [{ link: `${site.origin}/flaky` }, { link: `${site.origin}/c` }] },
+  });
+  t.match(await settled(kb, partly.body.data.id), { status: 'active' }, 'a link that is down is left out, the others are kept');
+  t.match((await search(kb, 'hiring plumbers')).body.data[0], { content: /plumbers/, source: `${site.origin}/c` });
+
+  const other = await startSite(t);
+  let robotsDown = true;
+  other.route('/robots.txt', () => (robotsDown ? { status: 503, type: 'text/plain', body: 'busy' } : { type: 'text/plain', body: 'User-agent: *\nDisallow: /\n' }));
+  other.route('/', { body: html('Other', '<p>Another site about bicycles.</p>') });
+  const first = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Other', type: 'website', url: `${other.origin}/` } });
+  t.match(await settled(kb, first.body.data.id), { status: 'active' }, 'robots.txt unavailable: this crawl goes ahead');
+  robotsDown = false;
+  const second = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Other again', type: 'website', url: `${other.origin}/` } });
+  t.match(await settled(kb, second.body.data.id), { status: 'failed', error: /robots\.txt/ }, 'and is asked again next time');
+
   site.route('/nul.txt', { type: 'text/plain', body: 'Binary\u0000ish notes\u0007 about the loading dock.' });
   const nul = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Nul', type: 'website', url: `${site.origin}/nul.txt` } });
   t.match(await settled(kb, nul.body.data.id), { status: 'active', error: null }, 'control characters are dropped, not fatal');

@@ -76,18 +76,38 @@ export interface CrawlResult {
   readonly pages: string[];
 }
 
-export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool }) {
-  const robotsCache = new Map<string, Promise<RobotsRules>>();
+/** robots.txt answers are kept this long, for at most this many sites (the oldest go first). */
+const ROBOTS_TTL_MS = 60 * 60_000;
+const ROBOTS_CACHE_SIZE = 1_000;
 
+export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool; now?: () => number }) {
+  const now = deps.now ?? Date.now;
+  const robotsCache = new Map<string, { rules: Promise<RobotsRules>; at: number }>();
+
+  /**
+   * The site's robots.txt rules: a missing file (4xx) allows everything and is remembered like a
+   * found one; an unreachable site or a server error allows this crawl but is asked again next time.
+   */
   function robotsFor(origin: string): Promise<RobotsRules> {
-    let rules = robotsCache.get(origin);
-    if (!rules) {
-      rules = deps
-        .fetch(`${origin}/robots.txt`, { timeoutMs: 5_000, maxBytes: 512 * 1024, headers: { 'user-agent': USER_AGENT } })
-        .then((response) => (response.status >= 200 && response.status < 300 ? parseRobots(response.body.toString('utf8')) : { allow: [], disallow: [] }))
-        .catch(() => ({ allow: [], disallow: [] }));
-      robotsCache.set(origin, rules);
-    }
+    const cached = robotsCache.get(origin);
+    if (cached && now() - cached.at < ROBOTS_TTL_MS) return cached.rules;
+    robotsCache.delete(origin);
+    const forget = () => {
+      if (robotsCache.get(origin)?.rules === rules) robotsCache.delete(origin);
+    };
+    const rules: Promise<RobotsRules> = deps
+      .fetch(`${origin}/robots.txt`, { timeoutMs: 5_000, maxBytes: 512 * 1024, headers: { 'user-agent': USER_AGENT } })
+      .then((response) => {
+        if (response.status >= 200 && response.status < 300) return parseRobots(response.body.toString('utf8'));
+        if (response.status >= 500 || response.status === 429) forget();
+        return { allow: [], disallow: [] };
+      })
+      .catch(() => {
+        forget();
+        return { allow: [], disallow: [] };
+      });
+    robotsCache.set(origin, { rules, at: now() });
+    if (robotsCache.size > ROBOTS_CACHE_SIZE) robotsCache.delete(robotsCache.keys().next().value!);
     return rules;
   }
 
@@ -132,18 +152,22 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool 
       const blocks: Block[] = [];
       const pages: string[] = [];
       if (input.links) {
+        // A link that fails (for good, or for now) is left out; the document fails only when no
+        // link gave a page, and is retried when one of the failures may pass.
         const failures: string[] = [];
+        let transient: OutboundError | undefined;
         for (const link of input.links) {
           try {
             const result = await page(link);
             blocks.push(...result.blocks);
             pages.push(link);
           } catch (error) {
-            if (!(error instanceof CrawlError)) throw error;
-            failures.push(error.message);
+            if (error instanceof OutboundError && error.retryable) transient ??= error;
+            else if (!(error instanceof CrawlError)) throw error;
+            failures.push((error as Error).message);
           }
         }
-        if (pages.length === 0) throw new CrawlError(failures.join('; ') || 'No page could be fetched.');
+        if (pages.length === 0) throw transient ?? new CrawlError(failures.join('; ') || 'No page could be fetched.');
         return { blocks, pages };
       }
 
