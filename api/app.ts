@@ -96,7 +96,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
       conversationSocket(app, {
         conversations: services.conversations,
         engine: services.conversationEngine,
-        limiter: perConversation,
+        limits: { perIp, perConversation },
         logger,
         onCount: (delta) => runtime.metrics.socketOpened('widget', delta),
       });

@@ -25,7 +25,14 @@ const MAX_FRAME = 16 * 1024;
 
 export function conversationSocket(
   app: uWS.TemplatedApp,
-  deps: { conversations: ConversationService; engine: ConversationEngine; limiter: RateLimiter; logger: Logger; onCount?: (delta: number) => void },
+  deps: {
+    conversations: ConversationService;
+    engine: ConversationEngine;
+    /** The REST operations' limiters: a client's budget is the same over REST and sockets. */
+    limits: { readonly perIp: RateLimiter; readonly perConversation: RateLimiter };
+    logger: Logger;
+    onCount?: (delta: number) => void;
+  },
 ): void {
   app.ws<SocketData>('/ws/conversations/:id', guarded(deps.logger, 'widget', {
     maxPayloadLength: MAX_FRAME,
@@ -41,6 +48,13 @@ export function conversationSocket(
       res.onAborted(() => {
         aborted = true;
       });
+      // An upgrade costs database reads: it takes from the caller's budget like a REST call.
+      const verdict = deps.limits.perIp.take(`ip:${ip}`);
+      if (!verdict.ok) {
+        res.writeStatus('429 Too Many Requests').writeHeader('Retry-After', String(verdict.retryAfterSeconds)).writeHeader('Content-Type', 'application/json');
+        res.end(JSON.stringify({ status: false, error: 'Too many requests. Please try again later.' }));
+        return;
+      }
       deps.conversations.find(conversationId).then(
         () => {
           if (aborted) return;
@@ -81,8 +95,8 @@ export function conversationSocket(
       if (type !== 'message') return fail('Unknown frame type; send {"type": "message", "text": "..."}.');
       if (typeof text !== 'string' || text.trim() === '' || text.length > 2000) return fail('The text must be 1 to 2000 characters.');
       if (text.includes('\u0000')) return fail('The text must not contain null characters.');
-      for (const key of [`ip:${data.ip}`, `conversation:${data.conversationId}`]) {
-        const verdict = deps.limiter.take(key);
+      for (const [limiter, key] of [[deps.limits.perIp, `ip:${data.ip}`], [deps.limits.perConversation, `conversation:${data.conversationId}`]] as const) {
+        const verdict = limiter.take(key);
         if (!verdict.ok) return fail(`Too many messages. Try again in ${verdict.retryAfterSeconds} seconds.`);
       }
       deps.conversations.send(data.conversationId, text).catch((error: unknown) => {
