@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
 import type { AssistantRow } from '../assistants/repository.js';
@@ -14,7 +15,7 @@ import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { assistantToolsVersion, listAssistantTools, type ToolRow } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
-import { clearMessageCost, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow } from './repository.js';
+import { clearMessageCost, holdTurn, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow, type MessageRow } from './repository.js';
 import { SEARCH_FUNCTION, toolFunction } from './tools.js';
 import { parseArguments, runFunction, streamRound } from './agent.js';
 
@@ -59,6 +60,11 @@ async function refundMessage(tx: DatabaseTransactionConnection, message: { conve
   if (message.cost > 0) await postLedgerEntry(tx, { userId: message.userId, amount: message.cost, kind: 'conversation_refund', reference: String(message.messageId), reason });
   return true;
 }
+
+/** A turn holds its conversation this long, renewed before each model round (a stopped process's lapses). */
+const TURN_LEASE_SECONDS = 120;
+
+const historyOf = (messages: readonly MessageRow[]): ChatMessage[] => messages.map((m) => ({ role: m.role, content: m.content }));
 
 /** A charged message with no reply after this long is refunded (a turn never takes nearly so long). */
 export const UNANSWERED_AFTER_SECONDS = 15 * 60;
@@ -108,7 +114,7 @@ export function createConversationEngine(deps: EngineDeps) {
     const functions = tools.map(toolFunction);
     const kbId = assistant.knowledgebase_id ?? undefined;
     if (kbId !== undefined && assistant.knowledgebase_mode === 'function_call') functions.push(SEARCH_FUNCTION);
-    const history: ChatMessage[] = (await listMessages(pool, conversation.id)).map((m) => ({ role: m.role, content: m.content }));
+    const history: ChatMessage[] = historyOf(await listMessages(pool, conversation.id));
     const setup: ConversationSetup = {
       conversationId: conversation.id,
       ownerId: conversation.user_id,
@@ -126,14 +132,24 @@ export function createConversationEngine(deps: EngineDeps) {
       actors: {
         accept: fromPromise(async ({ input }: { input: { setup: ConversationSetup; job: Job } }) => {
           const { setup: s, job } = input;
-          const accepted = await pool.transaction(async (tx) => {
-            const aiEnabled = await lockConversation(tx, s.conversationId);
-            const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'user', content: job.text, cost: s.price, replyPending: aiEnabled && s.price > 0 });
-            if (s.price > 0) {
-              await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
-            }
-            return { messageId: message.id, aiEnabled };
-          });
+          let accepted: { messageId: number; aiEnabled: boolean } | undefined;
+          for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 500)) {
+            accepted = await pool.transaction(async (tx) => {
+              const state = await lockConversation(tx, s.conversationId);
+              // Another process is answering this conversation: its turn comes first.
+              if (state.turn_busy) return undefined;
+              // Messages this actor has not seen (written by another process) join its history.
+              if (state.message_count !== s.history.length) s.history.splice(0, s.history.length, ...historyOf(await listMessages(tx, s.conversationId)));
+              const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'user', content: job.text, cost: s.price, replyPending: state.ai_enabled && s.price > 0 });
+              if (s.price > 0) {
+                await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
+              }
+              if (state.ai_enabled) await holdTurn(tx, s.conversationId, TURN_LEASE_SECONDS);
+              return { messageId: message.id, aiEnabled: state.ai_enabled };
+            });
+            if (accepted) break;
+            await sleep(waitMs);
+          }
           emit(s.conversationId, { type: 'message', role: 'user', content: job.text, function_calls: [] });
           let systemPrompt = s.systemPrompt;
           if (accepted.aiEnabled && s.promptKnowledgebaseId !== undefined) {
@@ -145,6 +161,7 @@ export function createConversationEngine(deps: EngineDeps) {
 
         think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
           const { setup: s, turn } = input;
+          if (turn.rounds > 0) await holdTurn(pool, s.conversationId, TURN_LEASE_SECONDS);
           const result = await streamRound(
             {
               llm: s.llm,
@@ -178,12 +195,14 @@ export function createConversationEngine(deps: EngineDeps) {
           await pool.transaction(async (tx) => {
             await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls });
             await settleReply(tx, turn.userMessageId);
+            await holdTurn(tx, s.conversationId, null);
           });
           emit(s.conversationId, { type: 'message', role: 'assistant', content: turn.text, function_calls: turn.calls });
         }),
 
         refund: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
+          await holdTurn(pool, s.conversationId, null);
           if (turn.charged <= 0) return;
           await pool.transaction((tx) => refundMessage(tx, { conversationId: s.conversationId, messageId: turn.userMessageId, userId: s.ownerId, cost: turn.charged }, 'The reply failed'));
         }),

@@ -126,8 +126,15 @@ export async function listConversations(
  * Locks the conversation row until the transaction ends (one message at a time, across
  * processes) and reads whether AI replies are on.
  */
-export async function lockConversation(db: CommonQueryMethods, id: string): Promise<boolean> {
-  return db.oneFirst(sql.type(z.object({ ai_enabled: z.boolean() }))`SELECT ai_enabled FROM conversations WHERE id = ${id} FOR UPDATE`);
+/** Locks the conversation row: whether AI answers, whether another process is mid-turn, and how many messages it has. */
+export async function lockConversation(db: CommonQueryMethods, id: string) {
+  return db.one(sql.type(z.object({ ai_enabled: z.boolean(), turn_busy: z.boolean(), message_count: z.number() }))`
+    SELECT ai_enabled, coalesce(turn_until > now(), false) AS turn_busy, message_count FROM conversations WHERE id = ${id} FOR UPDATE`);
+}
+
+/** Takes (or renews) the conversation's turn for `seconds`; `null` ends it. */
+export async function holdTurn(db: CommonQueryMethods, id: string, seconds: number | null): Promise<void> {
+  await db.query(sql.unsafe`UPDATE conversations SET turn_until = ${seconds === null ? null : sql.fragment`now() + make_interval(secs => ${seconds})`} WHERE id = ${id}`);
 }
 
 const unanswered = z.object({ id: z.number(), conversation_id: z.string(), user_id: z.number(), cost: z.number() });

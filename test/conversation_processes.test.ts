@@ -1,0 +1,41 @@
+/**
+ * One conversation served by two processes sharing the database (as behind a load balancer):
+ * a message landing on the second process while the first is still answering waits for that
+ * turn, and each process's model sees every message and reply, whichever process handled them.
+ */
+import t from 'tap';
+import { startFakeOpenAi } from './fakes/openai.js';
+import { freshDatabase } from './helpers/database.js';
+import { startTestPlatform } from './helpers/platform.js';
+
+t.test('turns of one conversation on two processes run one after the other, on the whole history', async (t) => {
+  const fake = await startFakeOpenAi(t);
+  const databaseUrl = await freshDatabase();
+  const config = { databaseUrl, llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } };
+  const a = await startTestPlatform(t, config);
+  const b = await startTestPlatform(t, config);
+  const owner = await a.user();
+  const bot = await a.assistant(owner.token, { llm_model_id: 1, initial_message: 'Hello.' });
+  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const say = (process: typeof a, message: string) => process.request('POST', `/conversations/${id}/messages`, { body: { message } });
+  const asked = (n: number) => fake.requests.filter((r) => r.path.includes('chat'))[n]!.body.messages.slice(1).map((m: { content: string }) => m.content);
+
+  let release!: () => void;
+  fake.scriptChat({ text: 'Answer one.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answer two.' }, { text: 'Answer three.' });
+  const first = say(a, 'First');
+  while (fake.requests.filter((r) => r.path.includes('chat')).length < 1) await new Promise((resolve) => setImmediate(resolve));
+  const second = say(b, 'Second');
+  // The second process waits for the first turn; nothing reaches the model until it ends.
+  for (let i = 0; i < 20; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.equal(fake.requests.filter((r) => r.path.includes('chat')).length, 1, 'the second turn waits');
+  release();
+  t.match((await first).body, { status: true, message: 'Answer one.' });
+  t.match((await second).body, { status: true, message: 'Answer two.' });
+  t.match((await say(a, 'Third')).body, { status: true, message: 'Answer three.' });
+
+  t.same(asked(0), ['Hello.', 'First']);
+  t.same(asked(1), ['Hello.', 'First', 'Answer one.', 'Second'], "the second process's model sees the first turn");
+  t.same(asked(2), ['Hello.', 'First', 'Answer one.', 'Second', 'Answer two.', 'Third'], "and the first process's sees the second");
+  const history = (await b.request('GET', `/conversations/${id}`)).body.history.map((m: { content: string }) => m.content);
+  t.same(history, ['Hello.', 'First', 'Answer one.', 'Second', 'Answer two.', 'Third', 'Answer three.'], 'stored in order');
+});
