@@ -88,6 +88,8 @@ export interface RuntimeOptions {
   readonly clock?: Clock;
   readonly speech?: SpeechOverrides;
   readonly carrier?: Carrier;
+  /** The longest a conversation's reply may take (tests shorten it). @defaultValue 3 minutes */
+  readonly conversationTurnMs?: number;
 }
 
 export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -155,6 +157,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     knowledge,
     outbound,
     logger: logger.child({ component: 'conversations' }),
+    turnMs: options.conversationTurnMs,
   });
   const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(config.dataDir) };
   const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, Date.now());

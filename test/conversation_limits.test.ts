@@ -3,6 +3,8 @@
  * 1. public endpoints are rate limited per client IP and per conversation: 429 {status: false, error}
  *    with Retry-After.
  * 2. a failing model with a configured fallback (chat_llm_fallback_id) falls over to it.
+ * 3. a reply has a deadline (a model holding it is given up); at most eight function calls run per
+ *    round, the others answered with an error.
  */
 import t from 'tap';
 import { startFakeOpenAi } from './fakes/openai.js';
@@ -40,4 +42,37 @@ t.test('fallback model', async (t) => {
   t.equal(reply.body.message, 'Answered by the fallback.');
   t.equal(fake.requests.at(-1)!.body.model, 'llama-3.3-70b-versatile', 'the fallback model answered');
   t.equal(fake.requests.at(-1)!.headers.authorization, 'Bearer g', 'through its own provider');
+});
+
+t.test('a reply has a deadline: a model that holds it is given up and the next message is answered', async (t) => {
+  const api = await startTestPlatform(t, { llmProviders: providers }, { conversationTurnMs: 500 });
+  const uuid = await setup(api, { llm_model_id: 1 });
+  const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: uuid } })).body.conversation_id;
+  let release!: () => void;
+  t.teardown(() => release());
+  fake.scriptChat({ text: 'Too late.', heldUntil: new Promise<void>((resolve) => (release = resolve)) });
+  const late = await api.request('POST', `/conversations/${conversation}/messages`, { body: { message: 'Hello?' } });
+  t.same([late.status, late.body], [502, { status: false, error: 'Failed to process message: the reply was not done within 0.5 s' }]);
+  fake.scriptChat({ text: 'Here now.' });
+  t.match((await api.request('POST', `/conversations/${conversation}/messages`, { body: { message: 'Again?' } })).body, { status: true, message: 'Here now.' }, 'the next message is answered');
+});
+
+t.test('at most eight function calls run in one round; the rest are answered with an error', async (t) => {
+  const api = await startTestPlatform(t, { llmProviders: providers, outboundAllowPrivate: true });
+  const { startSite } = await import('./helpers/site.js');
+  const site = await startSite(t);
+  let runs = 0;
+  site.route('/count', () => (runs++, { type: 'application/json', body: '{"ok":true}' }));
+  const owner = await api.user();
+  await api.credit(owner.id, 5);
+  const tool = await api.request('POST', '/user/tools', { token: owner.token, body: { name: 'count_up', description: 'Counts up', endpoint: `${site.origin}/count`, method: 'GET', schema: [] } });
+  const bot = await api.assistant(owner.token, { llm_model_id: 1, tool_ids: [tool.body.data.id] });
+  const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid } })).body.conversation_id;
+  fake.scriptChat({ toolCalls: Array.from({ length: 10 }, () => ({ name: 'count_up', arguments: {} })) }, { text: 'Counted.' });
+  const reply = await api.request('POST', `/conversations/${conversation}/messages`, { body: { message: 'Count!' } });
+  t.equal(reply.body.message, 'Counted.');
+  t.equal(runs, 8);
+  t.same(reply.body.function_calls.slice(7).map((c: { result: unknown }) => c.result), [{ ok: true }, { error: 'Only 8 functions run per round; this call was not run.' }, { error: 'Only 8 functions run per round; this call was not run.' }]);
+  const answered = fake.requests.at(-1)!.body.messages.filter((m: { role: string }) => m.role === 'tool');
+  t.equal(answered.length, 10, 'the model gets an answer for every call');
 });

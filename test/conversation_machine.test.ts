@@ -30,7 +30,7 @@ function run(options: { aiEnabled?: boolean; think: (turn: Turn) => Promise<{ te
     actors: {
       accept: fromPromise(async ({ input }) => {
         log.push(`accept ${input.job.text}`);
-        return { messageId: log.length, charged: 0.01, aiEnabled: options.aiEnabled ?? true, systemPrompt: 'sys' };
+        return { messageId: log.length, charged: 0.01, aiEnabled: options.aiEnabled ?? true, systemPrompt: 'sys', deadline: Date.now() + 60_000 };
       }),
       think: fromPromise(async ({ input }) => options.think(input.turn)),
       act: fromPromise(async ({ input }) => ({ results: input.turn.pending.map((call) => ({ call, args: {}, result: { ok: true } })) })),

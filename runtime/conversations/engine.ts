@@ -48,6 +48,12 @@ export interface EngineDeps {
   readonly logger: Logger;
   /** Idle time after which an actor is dropped from memory. @defaultValue 10 minutes */
   readonly idleMs?: number;
+  /**
+   * The longest a reply may take, model rounds and tools together: a model that keeps trickling
+   * tokens (each within the stall limit) cannot hold the conversation's queue for ever.
+   * @defaultValue 3 minutes
+   */
+  readonly turnMs?: number;
 }
 
 /**
@@ -61,6 +67,9 @@ async function refundMessage(tx: DatabaseTransactionConnection, message: { conve
   return true;
 }
 
+/** Function calls run per model round; more in one round get an error result instead. */
+const MAX_CALLS_PER_ROUND = 8;
+
 /** A turn holds its conversation this long, renewed before each model round (a stopped process's lapses). */
 const TURN_LEASE_SECONDS = 120;
 
@@ -72,6 +81,8 @@ export const UNANSWERED_AFTER_SECONDS = 15 * 60;
 export function createConversationEngine(deps: EngineDeps) {
   const { pool, logger } = deps;
   const idleMs = deps.idleMs ?? 10 * 60 * 1000;
+  const turnMs = deps.turnMs ?? 3 * 60 * 1000;
+  const overdue = () => new LlmError(`the reply was not done within ${turnMs / 1000} s`, false);
   const events = new EventEmitter();
   events.setMaxListeners(0);
 
@@ -156,14 +167,16 @@ export function createConversationEngine(deps: EngineDeps) {
             const passages = await deps.knowledge.search(s.ownerId, s.promptKnowledgebaseId, job.text, 3).catch(() => []);
             if (passages.length > 0) systemPrompt += `\n\n${KNOWLEDGE_MARKER}\n${passages.map((p, i) => `[${i + 1}] ${p.content}`).join('\n')}`;
           }
-          return { messageId: accepted.messageId, charged: s.price, aiEnabled: accepted.aiEnabled, systemPrompt };
+          return { messageId: accepted.messageId, charged: s.price, aiEnabled: accepted.aiEnabled, systemPrompt, deadline: Date.now() + turnMs };
         }),
 
         think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
           const { setup: s, turn } = input;
           if (turn.rounds > 0) await holdTurn(pool, s.conversationId, TURN_LEASE_SECONDS);
-          const result = await streamRound(
+          const deadline = AbortSignal.timeout(Math.max(1, turn.deadline - Date.now()));
+          const round = streamRound(
             {
+              signal: deadline,
               llm: s.llm,
               fallback: s.fallback,
               messages: turn.messages,
@@ -174,6 +187,10 @@ export function createConversationEngine(deps: EngineDeps) {
             logger,
             { conversationId: s.conversationId },
           );
+          const result = await round.catch((error: unknown) => {
+            throw deadline.aborted ? overdue() : error;
+          });
+          if (deadline.aborted) throw overdue();
           return { text: result.text, calls: [...result.calls] };
         }),
 
@@ -181,9 +198,11 @@ export function createConversationEngine(deps: EngineDeps) {
           const { setup: s, turn } = input;
           const context = { ownerId: s.ownerId, tools: toolMap, knowledgebaseId: kbId, knowledge: deps.knowledge, outbound: deps.outbound, fallbackQuery: turn.job.text };
           const results = [];
-          for (const call of turn.pending) {
+          for (const [index, call] of turn.pending.entries()) {
+            if (Date.now() >= turn.deadline) throw overdue();
             const args = parseArguments(call.arguments);
-            const result = await runFunction(call.name, args, context);
+            // Every call gets its answer (the model expects one per call), but only so many run.
+            const result = index < MAX_CALLS_PER_ROUND ? await runFunction(call.name, args, context) : { error: `Only ${MAX_CALLS_PER_ROUND} functions run per round; this call was not run.` };
             emit(s.conversationId, { type: 'function_call', name: call.name, arguments: args, result });
             results.push({ call, args, result });
           }

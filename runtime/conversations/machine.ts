@@ -51,6 +51,8 @@ export interface Turn {
   readonly pending: readonly ToolCall[];
   readonly text: string;
   readonly rounds: number;
+  /** When the reply must be done by (epoch ms); set once the message is accepted. */
+  readonly deadline: number;
 }
 
 export interface AcceptOutput {
@@ -59,6 +61,7 @@ export interface AcceptOutput {
   readonly aiEnabled: boolean;
   /** System prompt for this turn (with knowledge for `prompt` mode). */
   readonly systemPrompt: string;
+  readonly deadline: number;
 }
 
 export interface ThinkOutput {
@@ -114,7 +117,7 @@ export const conversationMachine = setup({
     enqueue: assign({ queue: ({ context, event }) => (event.type === 'message' ? [...context.queue, event.job] : context.queue) }),
     takeNext: assign({
       queue: ({ context }) => context.queue.slice(1),
-      turn: ({ context }) => ({ job: context.queue[0]!, userMessageId: 0, charged: 0, messages: [], calls: [], pending: [], text: '', rounds: 0 }),
+      turn: ({ context }) => ({ job: context.queue[0]!, userMessageId: 0, charged: 0, messages: [], calls: [], pending: [], text: '', rounds: 0, deadline: 0 }),
     }),
   },
 }).createMachine({
@@ -144,6 +147,7 @@ export const conversationMachine = setup({
                 ...context.turn!,
                 userMessageId: event.output.messageId,
                 charged: event.output.charged,
+                deadline: event.output.deadline,
                 messages: [{ role: 'system', content: event.output.systemPrompt }, ...context.setup.history, { role: 'user', content: context.turn!.job.text }],
               }),
             }),
