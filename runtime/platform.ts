@@ -90,6 +90,8 @@ export interface RuntimeOptions {
   readonly carrier?: Carrier;
   /** The longest a conversation's reply may take (tests shorten it). @defaultValue 3 minutes */
   readonly conversationTurnMs?: number;
+  /** How long a conversation's turn holds it between renewals (tests shorten it). @defaultValue 60 s */
+  readonly conversationTurnLeaseSeconds?: number;
 }
 
 export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -158,6 +160,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     outbound,
     logger: logger.child({ component: 'conversations' }),
     turnMs: options.conversationTurnMs,
+    turnLeaseSeconds: options.conversationTurnLeaseSeconds,
   });
   const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(config.dataDir) };
   const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, Date.now());

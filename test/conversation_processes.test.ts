@@ -39,3 +39,27 @@ t.test('turns of one conversation on two processes run one after the other, on t
   const history = (await b.request('GET', `/conversations/${id}`)).body.history.map((m: { content: string }) => m.content);
   t.same(history, ['Hello.', 'First', 'Answer one.', 'Second', 'Answer two.', 'Third', 'Answer three.'], 'stored in order');
 });
+
+t.test('a turn longer than its lease keeps the conversation: the lease is renewed while it runs', async (t) => {
+  const fake = await startFakeOpenAi(t);
+  const databaseUrl = await freshDatabase();
+  const config = { databaseUrl, llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } };
+  const a = await startTestPlatform(t, config, { conversationTurnLeaseSeconds: 0.3 });
+  const b = await startTestPlatform(t, config, { conversationTurnLeaseSeconds: 0.3 });
+  const owner = await a.user();
+  const bot = await a.assistant(owner.token, { llm_model_id: 1, initial_message: 'Hello.' });
+  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const chats = () => fake.requests.filter((r) => r.path.includes('chat'));
+  let release!: () => void;
+  fake.scriptChat({ text: 'Slow answer.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Next answer.' });
+  const first = a.request('POST', `/conversations/${id}/messages`, { body: { message: 'Slow' } });
+  while (chats().length < 1) await new Promise((resolve) => setImmediate(resolve));
+  const second = b.request('POST', `/conversations/${id}/messages`, { body: { message: 'Next' } });
+  // Four lease lengths pass while the first turn is still being written.
+  await new Promise((resolve) => setTimeout(resolve, 1_200));
+  t.equal(chats().length, 1, 'the second process still waits');
+  release();
+  t.match((await first).body, { message: 'Slow answer.' });
+  t.match((await second).body, { message: 'Next answer.' });
+  t.same(chats()[1]!.body.messages.slice(1).map((m: { content: string }) => m.content), ['Hello.', 'Slow', 'Slow answer.', 'Next']);
+});

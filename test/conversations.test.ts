@@ -186,6 +186,22 @@ t.test('a live conversation follows changes to its assistant and its tools', asy
   t.same(asked().messages.slice(-3).map((m: { content: string }) => m.content), ['Three', 'Third.', 'Four'], 'the history carried over');
 });
 
+t.test('a tool removed during a turn is not called by it', async (t) => {
+  let called = 0;
+  site.route('/secret', () => (called++, { type: 'application/json', body: '{"ok":true}' }));
+  const tool = await api.request('POST', '/user/tools', { token: owner.token, body: { name: 'secret_lookup', description: 'Uses a key', endpoint: `${site.origin}/secret`, method: 'GET', schema: [] } });
+  const bot = await assistant({ tool_ids: [tool.body.data.id] });
+  const conversation = (await start(bot.uuid)).body.conversation_id;
+  let release!: () => void;
+  fake.scriptChat({ toolCalls: [{ name: 'secret_lookup', arguments: {} }], heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Done.' });
+  const reply = say(conversation, 'Look it up');
+  while (!fake.requests.some((r) => r.body.messages?.at(-1)?.content === 'Look it up')) await new Promise((resolve) => setImmediate(resolve));
+  t.equal((await api.request('DELETE', `/user/tools/${tool.body.data.id}`, { token: owner.token })).status, 200);
+  release();
+  t.same((await reply).body.function_calls, [{ name: 'secret_lookup', arguments: {}, result: { error: 'There is no function named secret_lookup' } }]);
+  t.equal(called, 0, 'the deleted tool was not called with its stored settings');
+});
+
 t.test('billing under concurrency and insufficient balance', async (t) => {
   const poor = await api.user('Poor');
   const bot = await assistant({}, poor.token);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
@@ -13,9 +14,9 @@ import { LlmError, type ChatMessage, type LlmProvider } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
-import { assistantToolsVersion, listAssistantTools, type ToolRow } from '../tools/repository.js';
+import { assistantToolsVersion, listAssistantTools } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
-import { clearMessageCost, holdTurn, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow, type MessageRow } from './repository.js';
+import { claimTurn, clearMessageCost, holdTurn, insertMessage, listMessages, lockUnanswered, settleReply, unansweredMessages, type ConversationRow, type MessageRow } from './repository.js';
 import { SEARCH_FUNCTION, toolFunction } from './tools.js';
 import { parseArguments, runFunction, streamRound } from './agent.js';
 
@@ -54,6 +55,11 @@ export interface EngineDeps {
    * @defaultValue 3 minutes
    */
   readonly turnMs?: number;
+  /**
+   * A turn holds its conversation this long, renewed every third of it while the turn runs; a
+   * stopped process's turn lapses after it. @defaultValue 60 s
+   */
+  readonly turnLeaseSeconds?: number;
 }
 
 /**
@@ -70,8 +76,6 @@ async function refundMessage(tx: DatabaseTransactionConnection, message: { conve
 /** Function calls run per model round; more in one round get an error result instead. */
 const MAX_CALLS_PER_ROUND = 8;
 
-/** A turn holds its conversation this long, renewed before each model round (a stopped process's lapses). */
-const TURN_LEASE_SECONDS = 120;
 
 const historyOf = (messages: readonly MessageRow[]): ChatMessage[] => messages.map((m) => ({ role: m.role, content: m.content }));
 
@@ -82,13 +86,35 @@ export function createConversationEngine(deps: EngineDeps) {
   const { pool, logger } = deps;
   const idleMs = deps.idleMs ?? 10 * 60 * 1000;
   const turnMs = deps.turnMs ?? 3 * 60 * 1000;
+  const TURN_LEASE_SECONDS = deps.turnLeaseSeconds ?? 60;
   const overdue = () => new LlmError(`the reply was not done within ${turnMs / 1000} s`, false);
+  /** A message waits this long at most for another process's turn on its conversation. */
+  const waitForTurnMs = turnMs + 2 * TURN_LEASE_SECONDS * 1000;
+  /** The turn this process holds per conversation (its actor runs one at a time): owner id and lease heartbeat. */
+  const turns = new Map<string, { owner: string; heartbeat: NodeJS.Timeout }>();
+  let stopped = false;
+
+  function holdingTurn(conversationId: string, owner: string): void {
+    const heartbeat = setInterval(() => {
+      holdTurn(pool, conversationId, owner, TURN_LEASE_SECONDS).catch((error: unknown) => logger.warn({ err: error, conversationId }, 'could not renew the turn'));
+    }, (TURN_LEASE_SECONDS * 1000) / 3);
+    heartbeat.unref();
+    turns.set(conversationId, { owner, heartbeat });
+  }
+
+  /** Stops renewing this process's turn; returns its owner id (for the statement that ends it). */
+  function leavingTurn(conversationId: string): string | undefined {
+    const turn = turns.get(conversationId);
+    if (!turn) return undefined;
+    clearInterval(turn.heartbeat);
+    turns.delete(conversationId);
+    return turn.owner;
+  }
   const events = new EventEmitter();
   events.setMaxListeners(0);
 
   interface Live {
     readonly actor: ActorRefFrom<typeof conversationMachine>;
-    readonly tools: ReadonlyMap<string, ToolRow>;
     /** The assistant's settings and tools it was built from (see `versionOf`). */
     readonly version: string;
     lastUsed: number;
@@ -120,7 +146,6 @@ export function createConversationEngine(deps: EngineDeps) {
 
   async function load(conversation: ConversationRow, assistant: AssistantRow, version: string): Promise<Live> {
     const tools = await listAssistantTools(pool, assistant.id);
-    const toolMap = new Map(tools.map((tool) => [tool.name, tool]));
     const variables = { ...assistant.variables, ...conversation.variables };
     const functions = tools.map(toolFunction);
     const kbId = assistant.knowledgebase_id ?? undefined;
@@ -144,9 +169,12 @@ export function createConversationEngine(deps: EngineDeps) {
         accept: fromPromise(async ({ input }: { input: { setup: ConversationSetup; job: Job } }) => {
           const { setup: s, job } = input;
           let accepted: { messageId: number; aiEnabled: boolean } | undefined;
+          const owner = randomUUID();
+          const waitUntil = Date.now() + waitForTurnMs;
           for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 500)) {
+            if (stopped) throw new LlmError('the server is shutting down', true);
             accepted = await pool.transaction(async (tx) => {
-              const state = await lockConversation(tx, s.conversationId);
+              const state = await claimTurn(tx, s.conversationId, owner, TURN_LEASE_SECONDS);
               // Another process is answering this conversation: its turn comes first.
               if (state.turn_busy) return undefined;
               // Messages this actor has not seen (written by another process) join its history.
@@ -155,12 +183,13 @@ export function createConversationEngine(deps: EngineDeps) {
               if (s.price > 0) {
                 await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
               }
-              if (state.ai_enabled) await holdTurn(tx, s.conversationId, TURN_LEASE_SECONDS);
               return { messageId: message.id, aiEnabled: state.ai_enabled };
             });
             if (accepted) break;
+            if (Date.now() > waitUntil) throw new LlmError('another reply in this conversation is still being written', true);
             await sleep(waitMs);
           }
+          if (accepted.aiEnabled) holdingTurn(s.conversationId, owner);
           emit(s.conversationId, { type: 'message', role: 'user', content: job.text, function_calls: [] });
           let systemPrompt = s.systemPrompt;
           if (accepted.aiEnabled && s.promptKnowledgebaseId !== undefined) {
@@ -172,7 +201,6 @@ export function createConversationEngine(deps: EngineDeps) {
 
         think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
           const { setup: s, turn } = input;
-          if (turn.rounds > 0) await holdTurn(pool, s.conversationId, TURN_LEASE_SECONDS);
           const deadline = AbortSignal.timeout(Math.max(1, turn.deadline - Date.now()));
           const round = streamRound(
             {
@@ -196,7 +224,10 @@ export function createConversationEngine(deps: EngineDeps) {
 
         act: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ActOutput> => {
           const { setup: s, turn } = input;
-          const context = { ownerId: s.ownerId, tools: toolMap, knowledgebaseId: kbId, knowledge: deps.knowledge, outbound: deps.outbound, fallbackQuery: turn.job.text };
+          // The tools as they are now: one removed or changed since the actor was built (it is
+          // rebuilt only between turns) is not called with what it used to be.
+          const current = new Map((await listAssistantTools(pool, assistant.id)).map((tool) => [tool.name, tool]));
+          const context = { ownerId: s.ownerId, tools: current, knowledgebaseId: kbId, knowledge: deps.knowledge, outbound: deps.outbound, fallbackQuery: turn.job.text };
           const results = [];
           for (const [index, call] of turn.pending.entries()) {
             if (Date.now() >= turn.deadline) throw overdue();
@@ -212,16 +243,17 @@ export function createConversationEngine(deps: EngineDeps) {
         save: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
           await pool.transaction(async (tx) => {
-            await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls });
+            await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls, endsTurnOf: turns.get(s.conversationId)?.owner });
             await settleReply(tx, turn.userMessageId);
-            await holdTurn(tx, s.conversationId, null);
           });
+          leavingTurn(s.conversationId);
           emit(s.conversationId, { type: 'message', role: 'assistant', content: turn.text, function_calls: turn.calls });
         }),
 
         refund: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
-          await holdTurn(pool, s.conversationId, null);
+          const owner = leavingTurn(s.conversationId);
+          if (owner) await holdTurn(pool, s.conversationId, owner, null);
           if (turn.charged <= 0) return;
           await pool.transaction((tx) => refundMessage(tx, { conversationId: s.conversationId, messageId: turn.userMessageId, userId: s.ownerId, cost: turn.charged }, 'The reply failed'));
         }),
@@ -229,7 +261,7 @@ export function createConversationEngine(deps: EngineDeps) {
     });
     const actor = createActor(machine, { input: { setup } });
     actor.start();
-    return { actor, tools: toolMap, version, lastUsed: Date.now(), busy: 0 };
+    return { actor, version, lastUsed: Date.now(), busy: 0 };
   }
 
   const sweeper = setInterval(() => {
@@ -320,6 +352,8 @@ export function createConversationEngine(deps: EngineDeps) {
     refundUnanswered,
 
     stop(): void {
+      stopped = true;
+      for (const conversationId of [...turns.keys()]) leavingTurn(conversationId);
       clearInterval(sweeper);
       clearInterval(refundSweep);
       for (const entry of live.values()) entry.actor.stop();

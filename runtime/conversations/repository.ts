@@ -49,7 +49,7 @@ export async function findConversation(db: CommonQueryMethods, id: string): Prom
 /** Appends a message and moves the conversation's counters in the same statement pair. */
 export async function insertMessage(
   db: CommonQueryMethods,
-  input: { conversationId: string; role: 'user' | 'assistant'; content: string; functionCalls?: FunctionCallRecord[] | null; cost?: number; replyPending?: boolean },
+  input: { conversationId: string; role: 'user' | 'assistant'; content: string; functionCalls?: FunctionCallRecord[] | null; cost?: number; replyPending?: boolean; endsTurnOf?: string },
 ): Promise<MessageRow> {
   const row = await db.one(sql.type(messageRow)`
     INSERT INTO conversation_messages (conversation_id, role, content, function_calls, cost, reply_pending)
@@ -57,7 +57,8 @@ export async function insertMessage(
       ${input.functionCalls?.length ? sql.jsonb(storableJson(input.functionCalls) as never) : null}, ${(input.cost ?? 0).toFixed(6)}, ${input.replyPending ?? false})
     RETURNING id, role, content, function_calls, cost, created_at`);
   await db.query(sql.unsafe`
-    UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()
+    UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now(),
+      turn_until = CASE WHEN turn_owner = ${input.endsTurnOf ?? null}::uuid THEN NULL ELSE turn_until END
     WHERE id = ${input.conversationId}`);
   return row;
 }
@@ -126,15 +127,27 @@ export async function listConversations(
  * Locks the conversation row until the transaction ends (one message at a time, across
  * processes) and reads whether AI replies are on.
  */
-/** Locks the conversation row: whether AI answers, whether another process is mid-turn, and how many messages it has. */
-export async function lockConversation(db: CommonQueryMethods, id: string) {
+/**
+ * Locks the conversation row and, unless another turn holds it (`turn_busy`), takes the turn for
+ * `owner` for `seconds` when AI answers; with how many messages the conversation has.
+ */
+export async function claimTurn(db: CommonQueryMethods, id: string, owner: string, seconds: number) {
   return db.one(sql.type(z.object({ ai_enabled: z.boolean(), turn_busy: z.boolean(), message_count: z.number() }))`
-    SELECT ai_enabled, coalesce(turn_until > now(), false) AS turn_busy, message_count FROM conversations WHERE id = ${id} FOR UPDATE`);
+    WITH current AS (
+      SELECT id, ai_enabled, coalesce(turn_until > now(), false) AS turn_busy, message_count FROM conversations WHERE id = ${id} FOR UPDATE
+    )
+    UPDATE conversations c SET
+      turn_until = CASE WHEN current.ai_enabled AND NOT current.turn_busy THEN now() + make_interval(secs => ${seconds}) ELSE c.turn_until END,
+      turn_owner = CASE WHEN current.ai_enabled AND NOT current.turn_busy THEN ${owner}::uuid ELSE c.turn_owner END
+    FROM current WHERE c.id = current.id
+    RETURNING current.ai_enabled, current.turn_busy, current.message_count`);
 }
 
-/** Takes (or renews) the conversation's turn for `seconds`; `null` ends it. */
-export async function holdTurn(db: CommonQueryMethods, id: string, seconds: number | null): Promise<void> {
-  await db.query(sql.unsafe`UPDATE conversations SET turn_until = ${seconds === null ? null : sql.fragment`now() + make_interval(secs => ${seconds})`} WHERE id = ${id}`);
+/** Renews the turn `owner` holds for `seconds` more; `null` ends it. Another owner's turn is left alone. */
+export async function holdTurn(db: CommonQueryMethods, id: string, owner: string, seconds: number | null): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE conversations SET turn_until = ${seconds === null ? null : sql.fragment`now() + make_interval(secs => ${seconds})`}
+    WHERE id = ${id} AND turn_owner = ${owner}::uuid`);
 }
 
 const unanswered = z.object({ id: z.number(), conversation_id: z.string(), user_id: z.number(), cost: z.number() });
