@@ -271,7 +271,7 @@ t.test("a last attempt whose lease ran out unrecorded is given up, not tried onc
     const list = (await api.request('GET', '/user/webhook-deliveries?status=failed', { token: user.token })).body.data;
     return list.find((d: { id: number }) => d.id === id);
   });
-  t.match(failed, { attempts: 3, status: 'failed' });
+  t.match(failed, { attempts: 3, status: 'failed', last_error: 'The last attempt was never recorded (its worker stopped)' });
   t.equal(received.length, 0, 'nothing was sent');
 });
 
@@ -300,7 +300,8 @@ t.test("one user's hanging receiver does not hold up another user's deliveries",
   const slow = await owner(api);
   const { inFlight, release } = await heldReceiver(api, slow, '/hanging', 200);
   t.teardown(release);
-  await endCall(api.databaseUrl, slow.id, slow.assistantId);
+  // More of its deliveries due than the worker has loops.
+  for (let i = 0; i < 5; i++) await endCall(api.databaseUrl, slow.id, slow.assistantId);
   api.platform.runtime.wakeWebhooks();
   await inFlight;
   const quick = await owner(api);
@@ -311,5 +312,6 @@ t.test("one user's hanging receiver does not hold up another user's deliveries",
     return delivery?.status === 'delivered' ? delivery : undefined;
   });
   t.match(delivered, { attempts: 1 }, 'delivered while the other receiver still holds its request');
-  t.equal((await api.request('GET', '/user/webhook-deliveries', { token: slow.token })).body.data[0].status, 'delivering');
+  const slowStatuses = (await api.request('GET', '/user/webhook-deliveries', { token: slow.token })).body.data.map((d: { status: string }) => d.status).sort();
+  t.same(slowStatuses, ['delivering', 'pending', 'pending', 'pending', 'pending'], 'one attempt at a time for the hanging receiver');
 });

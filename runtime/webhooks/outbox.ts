@@ -186,13 +186,18 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
     return pool.maybeOne(sql.type(claimed)`
       WITH next AS (
         -- A lapsed lease on the last attempt (or on a redelivery's one) is not tried again.
-        SELECT id, status = 'delivering' AND attempts >= ${delays.length} AS lapsed FROM webhook_deliveries
-        WHERE (status = 'pending' AND next_attempt_at <= now()) OR (status = 'delivering' AND lease_expires_at < now())
+        SELECT id, status = 'delivering' AND attempts >= ${delays.length} AS lapsed FROM webhook_deliveries w
+        WHERE ((status = 'pending' AND next_attempt_at <= now()) OR (status = 'delivering' AND lease_expires_at < now()))
+          -- One attempt in flight per user: the loops spread over users instead of all waiting on one receiver.
+          AND NOT EXISTS (
+            SELECT 1 FROM webhook_deliveries o WHERE o.user_id = w.user_id AND o.status = 'delivering' AND o.lease_expires_at >= now()
+          )
         ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
       )
       UPDATE webhook_deliveries d SET status = CASE WHEN lapsed THEN 'failed' ELSE 'delivering' END,
         attempts = CASE WHEN lapsed THEN d.attempts ELSE d.attempts + 1 END,
-        lease_expires_at = CASE WHEN lapsed THEN NULL ELSE now() + interval '60 seconds' END, updated_at = now()
+        lease_expires_at = CASE WHEN lapsed THEN NULL ELSE now() + interval '60 seconds' END, updated_at = now(),
+        last_error = CASE WHEN lapsed THEN 'The last attempt was never recorded (its worker stopped)' ELSE d.last_error END
       FROM next WHERE d.id = next.id
       RETURNING d.id, d.delivery_id, d.user_id, d.call_id, d.url, d.body, d.attempts, d.status`);
   }
