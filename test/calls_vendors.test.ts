@@ -202,3 +202,28 @@ t.test('multimodal: a realtime response that keeps streaming is not cut when it 
   t.notOk(fake.realtimeEvents.some((e) => e.type === 'response.cancel'), 'the response was never cancelled');
   t.match(call.transcript, /user: Tell me a story\.\nassistant: This answer takes a while to arrive\.$/);
 });
+
+t.test('multimodal: a stalled response that starts late is not taken for the answer asked after it', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const chat = await startFakeOpenAi(t);
+  const s = await voiceSetup(
+    t,
+    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, chat_llm_fallback_id: 1, knowledgebase_mode: 'function_call' },
+    { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
+  );
+  fake.utterances.push('Is the shop open?');
+  fake.realtimeReplies.push({ text: 'A stale answer.', late: true });
+  chat.scriptChat({ text: 'Yes, until six.' });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 2, 5_000, 'the question');
+  await phone.silence(10_100);
+  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 3, 5_000, "the text model's answer");
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.match(call.transcript, /user: Is the shop open\?\nassistant: Yes, until six\.$/);
+  t.ok(fake.realtimeEvents.filter((e) => e.type === 'response.cancel').length >= 2, 'the late start was cancelled too');
+});

@@ -18,15 +18,25 @@ import { SAY_EXACTLY } from '../../runtime/calls/voice/providers.js';
  * answers from `realtimeReplies` in order.
  */
 
+/**
+ * A realtime reply: `hang`, the response starts and then sends nothing until it is cancelled;
+ * `gates`, audio chunk i + 1 waits for gate i (a response that streams slowly, in the test's time);
+ * `late`, the response does not start until the next request arrives (a vendor running behind).
+ */
+export interface Reply {
+  readonly text?: string;
+  readonly functionCall?: { name: string; arguments: Record<string, unknown> };
+  readonly fail?: boolean;
+  readonly hang?: boolean;
+  readonly gates?: Promise<void>[];
+  readonly late?: boolean;
+}
+
 export interface FakeSpeech {
   readonly httpUrl: string;
   readonly wsUrl: string;
   readonly utterances: string[];
-  /**
-   * `hang`: the response starts and then sends nothing until it is cancelled; `gates`: audio chunk
-   * i + 1 waits for gate i (a response that streams slowly, in the test's time).
-   */
-  readonly realtimeReplies: Array<{ text?: string; functionCall?: { name: string; arguments: Record<string, unknown> }; fail?: boolean; hang?: boolean; gates?: Promise<void>[] }>;
+  readonly realtimeReplies: Reply[];
   readonly ttsRequests: Array<{ vendor: 'elevenlabs' | 'openai'; path: string; headers: IncomingMessage['headers']; body: any }>;
   readonly deepgramQueries: URLSearchParams[];
   readonly deepgramControl: string[];
@@ -125,6 +135,36 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
       inProgress = undefined;
       send({ type: 'response.done', response: { id, status, ...(details ? { status_details: details } : {}) } });
     };
+    let deferred: { event: Record<string, any>; reply: Reply } | undefined;
+    function respond(event: Record<string, any>, reply: Reply): void {
+      const id = `resp_${++items}`;
+      const itemId = `item_out_${items}`;
+      inProgress = id;
+      send({ type: 'response.created', response: { id, status: 'in_progress', metadata: event.response?.metadata ?? null } });
+      if (reply.hang) return;
+      if (reply.fail) return finish(id, 'failed', { type: 'failed', error: { type: 'server_error', message: 'injected' } });
+      if (reply.functionCall) {
+        send({ type: 'response.function_call_arguments.done', response_id: id, item_id: itemId, call_id: `call_${items}`, name: reply.functionCall.name, arguments: JSON.stringify(reply.functionCall.arguments) });
+        return finish(id, 'completed');
+      }
+      const text = reply.text ?? '';
+      const gates = [...(reply.gates ?? [])];
+      send({ type: 'response.output_item.added', response_id: id, item: { id: itemId, type: 'message', role: 'assistant' } });
+      const textOnly = JSON.stringify(fake.realtimeEvents.findLast((e) => e.type === 'session.update')?.session?.modalities) === '["text"]';
+      if (textOnly) {
+        send({ type: 'response.text.delta', response_id: id, item_id: itemId, delta: text });
+        return finish(id, 'completed');
+      }
+      send({ type: 'response.audio_transcript.delta', response_id: id, item_id: itemId, delta: text });
+      const audio = Buffer.from(samplesToBytes(tone(text.length * 1_200, 24_000)));
+      void (async () => {
+        for (let offset = 0; offset < audio.length && inProgress === id; offset += 9_600) {
+          if (offset > 0 && gates.length > 0) await gates.shift();
+          if (inProgress === id) send({ type: 'response.audio.delta', response_id: id, item_id: itemId, delta: audio.subarray(offset, offset + 9_600).toString('base64') });
+        }
+        finish(id, 'completed');
+      })();
+    }
     send({ type: 'session.created', session: { id: 'sess_fake' } });
     ws.on('message', (data) => {
       const event = JSON.parse(data.toString()) as Record<string, any>;
@@ -152,36 +192,19 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
           if (inProgress) finish(inProgress, 'cancelled', { type: 'cancelled', reason: 'client_cancelled' });
           return;
         case 'response.create': {
-          const id = `resp_${++items}`;
-          const itemId = `item_out_${items}`;
-          inProgress = id;
-          send({ type: 'response.created', response: { id, status: 'in_progress' } });
           const instructions: string = event.response?.instructions ?? '';
-          const reply = instructions.startsWith(SAY_EXACTLY) ? { text: instructions.slice(SAY_EXACTLY.length).replace(/^"|"$/g, '') } : fake.realtimeReplies.shift() ?? { text: 'Fake realtime answer.' };
-          if ('hang' in reply && reply.hang) return;
-          if ('fail' in reply && reply.fail) return finish(id, 'failed', { type: 'failed', error: { type: 'server_error', message: 'injected' } });
-          if ('functionCall' in reply && reply.functionCall) {
-            send({ type: 'response.function_call_arguments.done', response_id: id, item_id: itemId, call_id: `call_${items}`, name: reply.functionCall.name, arguments: JSON.stringify(reply.functionCall.arguments) });
-            return finish(id, 'completed');
+          const reply: Reply = instructions.startsWith(SAY_EXACTLY) ? { text: instructions.slice(SAY_EXACTLY.length).replace(/^"|"$/g, '') } : fake.realtimeReplies.shift() ?? { text: 'Fake realtime answer.' };
+          if (reply.late) {
+            // Not started until the next request arrives, as a vendor running behind would.
+            deferred = { event, reply };
+            return;
           }
-          const text = reply.text ?? '';
-          const gates = 'gates' in reply ? [...(reply.gates ?? [])] : [];
-          send({ type: 'response.output_item.added', response_id: id, item: { id: itemId, type: 'message', role: 'assistant' } });
-          const textOnly = JSON.stringify(fake.realtimeEvents.findLast((e) => e.type === 'session.update')?.session?.modalities) === '["text"]';
-          if (textOnly) {
-            send({ type: 'response.text.delta', response_id: id, item_id: itemId, delta: text });
-            return finish(id, 'completed');
+          if (deferred) {
+            const earlier = deferred;
+            deferred = undefined;
+            respond(earlier.event, earlier.reply);
           }
-          send({ type: 'response.audio_transcript.delta', response_id: id, item_id: itemId, delta: text });
-          const audio = Buffer.from(samplesToBytes(tone(text.length * 1_200, 24_000)));
-          void (async () => {
-            for (let offset = 0; offset < audio.length && inProgress === id; offset += 9_600) {
-              if (offset > 0 && gates.length > 0) await gates.shift();
-              if (inProgress === id) send({ type: 'response.audio.delta', response_id: id, item_id: itemId, delta: audio.subarray(offset, offset + 9_600).toString('base64') });
-            }
-            finish(id, 'completed');
-          })();
-          return;
+          return respond(event, reply);
         }
         default:
       }

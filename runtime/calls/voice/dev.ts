@@ -92,7 +92,7 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
       let closed = false;
       const emit = options.onEvent;
 
-      async function respond(instructions: string | undefined): Promise<void> {
+      async function respond(instructions: string | undefined, tag: string | undefined): Promise<void> {
         current?.abort();
         const abort = new AbortController();
         current = abort;
@@ -100,7 +100,7 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
         // Like a realtime vendor, a cancelled response still reports that it is done.
         abort.signal.addEventListener('abort', () => closed || emit({ type: 'response_done', responseId, status: 'cancelled' }), { once: true });
         const itemId = `item_dev_${responses}`;
-        emit({ type: 'response_started', responseId });
+        emit({ type: 'response_started', responseId, tag });
         const fixed = instructions?.startsWith(SAY_EXACTLY) ? instructions.slice(SAY_EXACTLY.length).replace(/^"|"$/g, '') : undefined;
         const messages = instructions ? [...history, { role: 'user' as const, content: instructions }] : history;
         let text = fixed ?? '';
@@ -125,8 +125,8 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
         emit({ type: 'response_done', responseId, status: 'completed' });
       }
 
-      const run = (instructions?: string) =>
-        void respond(instructions).catch((error: unknown) => emit({ type: 'error', message: error instanceof Error ? error.message : String(error), fatal: false }));
+      const run = (instructions?: string, tag?: string) =>
+        void respond(instructions, tag).catch((error: unknown) => emit({ type: 'error', message: error instanceof Error ? error.message : String(error), fatal: false }));
 
       return {
         appendAudio(frame) {
@@ -149,7 +149,7 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
             }
           }
         },
-        createResponse: (instructions) => run(instructions),
+        createResponse: (instructions, tag) => run(instructions, tag),
         cancelResponse() {
           current?.abort();
         },

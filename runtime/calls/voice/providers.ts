@@ -61,7 +61,8 @@ export type RealtimeEvent =
   | { readonly type: 'speech_started' }
   | { readonly type: 'speech_stopped' }
   | { readonly type: 'user_transcript'; readonly text: string }
-  | { readonly type: 'response_started'; readonly responseId: string }
+  /** `tag`: the one given to `createResponse`, when the vendor echoes it. */
+  | { readonly type: 'response_started'; readonly responseId: string; readonly tag?: string }
   | { readonly type: 'audio'; readonly responseId: string; readonly itemId: string; readonly samples: Int16Array }
   | { readonly type: 'text'; readonly responseId: string; readonly itemId: string; readonly delta: string }
   | { readonly type: 'function_call'; readonly responseId: string; readonly callId: string; readonly name: string; readonly arguments: string }
@@ -86,8 +87,11 @@ export interface RealtimeOptions {
 
 export interface RealtimeSession {
   appendAudio(frame: Int16Array): void;
-  /** Asks for a response; `instructions` overrides the session's for this one (greetings, goodbyes). */
-  createResponse(instructions?: string): void;
+  /**
+   * Asks for a response; `instructions` overrides the session's for this one (greetings, goodbyes);
+   * `tag` comes back on its `response_started`, telling it from a late start of an earlier one.
+   */
+  createResponse(instructions?: string, tag?: string): void;
   cancelResponse(): void;
   /** Tells the model only `audioEndMs` of item `itemId` was heard (barge-in). */
   truncate(itemId: string, audioEndMs: number): void;

@@ -482,6 +482,8 @@ export class CallSession {
   }
 
   private realtimeListener: ((event: RealtimeEvent) => void) | undefined;
+  /** Responses asked of the realtime session so far; each ask's number is its tag. */
+  private realtimeAsks = 0;
   private pendingUserEntry: TranscriptEntry | undefined;
 
   private realtimeEvent(event: RealtimeEvent): void {
@@ -739,11 +741,13 @@ export class CallSession {
         if (timer !== undefined) this.clock.clearTimeout(timer);
         timer = undefined;
       };
+      let tag = '';
       const ask = (text?: string) => {
         awaiting = true;
         responseId = undefined;
+        tag = String(++this.realtimeAsks);
         progress();
-        session.createResponse(text);
+        session.createResponse(text, tag);
       };
       const done = () => {
         stopTimer();
@@ -777,6 +781,9 @@ export class CallSession {
       this.realtimeListener = (event) => {
         if (signal.aborted) return;
         if (event.type === 'response_started') {
+          // A vendor that echoes tags names the ask it answers; one that does not, the first start
+          // after it. A late start of an earlier ask is stopped rather than left to talk.
+          if (event.tag !== undefined && event.tag !== tag) return session.cancelResponse();
           if (!awaiting) return;
           awaiting = false;
           responseId = event.responseId;

@@ -266,7 +266,7 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
           case 'conversation.item.input_audio_transcription.completed':
             return emit({ type: 'user_transcript', text: String(event.transcript ?? '').trim() });
           case 'response.created':
-            return emit({ type: 'response_started', responseId: String(event.response?.id ?? '') });
+            return emit({ type: 'response_started', responseId: String(event.response?.id ?? ''), tag: typeof event.response?.metadata?.turn === 'string' ? event.response.metadata.turn : undefined });
           case 'response.audio.delta': {
             if (requestedAt !== undefined) {
               probe?.('realtime', 'openai', performance.now() - requestedAt);
@@ -298,9 +298,9 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
         appendAudio(frame) {
           send({ type: 'input_audio_buffer.append', audio: samplesToBytes(up.process(frame)).toString('base64') });
         },
-        createResponse(instructions) {
+        createResponse(instructions, tag) {
           requestedAt = performance.now();
-          send({ type: 'response.create', response: instructions ? { instructions } : {} });
+          send({ type: 'response.create', response: { ...(instructions ? { instructions } : {}), ...(tag ? { metadata: { turn: tag } } : {}) } });
         },
         cancelResponse() {
           send({ type: 'response.cancel' });
