@@ -1,5 +1,6 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { SAY_EXACTLY } from '../runtime/calls/voice/providers.js';
+import { startFakeOpenAi } from './fakes/openai.js';
 import { startFakeSpeech, type FakeSpeech } from './fakes/speech.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
@@ -20,6 +21,18 @@ const speechConfig = (fake: FakeSpeech) => ({
     openai: { apiKey: keys.openai, url: `${fake.httpUrl}/v1`, realtimeUrl: `${fake.wsUrl}/v1/realtime` },
   },
 });
+
+/** A multimodal call over the fake OpenAI Realtime, with a fake chat model as chat_llm_fallback_id. */
+async function multimodalWithFallback(t: Test, extra: Record<string, unknown> = {}) {
+  const fake = await startFakeSpeech(t, keys);
+  const chat = await startFakeOpenAi(t);
+  const s = await voiceSetup(
+    t,
+    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, chat_llm_fallback_id: 1, knowledgebase_mode: 'function_call', ...extra },
+    { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
+  );
+  return { fake, chat, s };
+}
 
 t.test('an idle Deepgram stream is kept alive, so it outlasts a long ring', async (t) => {
   const fake = await startFakeSpeech(t, keys);
@@ -124,14 +137,7 @@ t.test('dualplex with OpenAI Realtime (text) and OpenAI TTS', async (t) => {
 });
 
 t.test('multimodal: when the realtime model fails a tool round, chat_llm_fallback_id takes it', async (t) => {
-  const fake = await startFakeSpeech(t, keys);
-  const { startFakeOpenAi } = await import('./fakes/openai.js');
-  const chat = await startFakeOpenAi(t);
-  const s = await voiceSetup(
-    t,
-    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, chat_llm_fallback_id: 1, knowledgebase_mode: 'function_call', tools: [{ type: 'end_call' }] },
-    { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
-  );
+  const { fake, chat, s } = await multimodalWithFallback(t, { tools: [{ type: 'end_call' }] });
   fake.utterances.push('Please end the call.');
   fake.realtimeReplies.push({ fail: true }, { text: 'Goodbye!' });
   chat.scriptChat({ toolCalls: [{ name: 'end_call', arguments: {} }] });
@@ -150,14 +156,7 @@ t.test('multimodal: when the realtime model fails a tool round, chat_llm_fallbac
 });
 
 t.test('multimodal: a realtime response that stalls is cancelled and the text model answers; the late cancelled done is not taken for that answer', async (t) => {
-  const fake = await startFakeSpeech(t, keys);
-  const { startFakeOpenAi } = await import('./fakes/openai.js');
-  const chat = await startFakeOpenAi(t);
-  const s = await voiceSetup(
-    t,
-    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, chat_llm_fallback_id: 1, knowledgebase_mode: 'function_call' },
-    { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
-  );
+  const { fake, chat, s } = await multimodalWithFallback(t);
   fake.utterances.push('Where is my order?');
   fake.realtimeReplies.push({ hang: true });
   chat.scriptChat({ text: 'Sorry for the wait, your order ships today.' });
@@ -204,14 +203,7 @@ t.test('multimodal: a realtime response that keeps streaming is not cut when it 
 });
 
 t.test('multimodal: a stalled response that starts late is not taken for the answer asked after it', async (t) => {
-  const fake = await startFakeSpeech(t, keys);
-  const { startFakeOpenAi } = await import('./fakes/openai.js');
-  const chat = await startFakeOpenAi(t);
-  const s = await voiceSetup(
-    t,
-    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, chat_llm_fallback_id: 1, knowledgebase_mode: 'function_call' },
-    { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
-  );
+  const { fake, chat, s } = await multimodalWithFallback(t);
   fake.utterances.push('Is the shop open?');
   fake.realtimeReplies.push({ text: 'A stale answer.', late: true });
   chat.scriptChat({ text: 'Yes, until six.' });
