@@ -121,6 +121,16 @@ export async function findAssistant(db: CommonQueryMethods, userId: number, id: 
   return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId}`);
 }
 
+/** An assistant with when its tools last changed (a live conversation rebuilds when either moved). */
+export type AssistantWithTools = AssistantRow & { readonly tools_version: string };
+
+export async function findAssistantWithTools(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantWithTools | null> {
+  return db.maybeOne(sql.type(assistantRow.extend({ tools_version: z.string() }))`
+    SELECT a.*, coalesce((SELECT array_agg(t.tool_id ORDER BY t.tool_id) FROM assistant_tools t WHERE t.assistant_id = a.id), '{}') AS tool_ids,
+      coalesce((SELECT max(t.updated_at)::text FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = a.id), '') AS tools_version
+    FROM assistants a WHERE a.id = ${id} AND a.user_id = ${userId}`);
+}
+
 /** Locks the row for a read-modify-write update. */
 export async function findAssistantForUpdate(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantRow | null> {
   return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId} FOR UPDATE OF a`);

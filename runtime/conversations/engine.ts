@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
-import type { AssistantRow } from '../assistants/repository.js';
+import type { AssistantRow, AssistantWithTools } from '../assistants/repository.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError } from '../errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
@@ -14,9 +14,9 @@ import { LlmError, type ChatMessage, type LlmProvider } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
-import { assistantToolsVersion, listAssistantTools } from '../tools/repository.js';
+import { listAssistantTools } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
-import { claimTurn, clearMessageCost, holdTurn, insertMessage, listMessages, lockUnanswered, settleReply, unansweredMessages, type ConversationRow, type MessageRow } from './repository.js';
+import { clearMessageCost, holdTurn, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow, type MessageRow } from './repository.js';
 import { SEARCH_FUNCTION, toolFunction } from './tools.js';
 import { parseArguments, runFunction, streamRound } from './agent.js';
 
@@ -140,8 +140,8 @@ export function createConversationEngine(deps: EngineDeps) {
   }
 
   /** What a live conversation's actor depends on: the assistant's settings, which tools it has, and their settings. */
-  async function versionOf(assistant: AssistantRow): Promise<string> {
-    return `${assistant.updated_at}|${assistant.tool_ids.join(',')}|${await assistantToolsVersion(pool, assistant.id)}`;
+  function versionOf(assistant: AssistantWithTools): string {
+    return `${assistant.updated_at}|${assistant.tool_ids.join(',')}|${assistant.tools_version}`;
   }
 
   async function load(conversation: ConversationRow, assistant: AssistantRow, version: string): Promise<Live> {
@@ -174,12 +174,19 @@ export function createConversationEngine(deps: EngineDeps) {
           for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 500)) {
             if (stopped) throw new LlmError('the server is shutting down', true);
             accepted = await pool.transaction(async (tx) => {
-              const state = await claimTurn(tx, s.conversationId, owner, TURN_LEASE_SECONDS);
+              const state = await lockConversation(tx, s.conversationId);
               // Another process is answering this conversation: its turn comes first.
               if (state.turn_busy) return undefined;
               // Messages this actor has not seen (written by another process) join its history.
               if (state.message_count !== s.history.length) s.history.splice(0, s.history.length, ...historyOf(await listMessages(tx, s.conversationId)));
-              const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'user', content: job.text, cost: s.price, replyPending: state.ai_enabled && s.price > 0 });
+              const message = await insertMessage(tx, {
+                conversationId: s.conversationId,
+                role: 'user',
+                content: job.text,
+                cost: s.price,
+                replyPending: state.ai_enabled && s.price > 0,
+                turn: state.ai_enabled ? { takes: owner, seconds: TURN_LEASE_SECONDS } : undefined,
+              });
               if (s.price > 0) {
                 await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
               }
@@ -243,7 +250,7 @@ export function createConversationEngine(deps: EngineDeps) {
         save: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
           await pool.transaction(async (tx) => {
-            await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls, endsTurnOf: turns.get(s.conversationId)?.owner });
+            await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls, turn: { ends: turns.get(s.conversationId)?.owner } });
             await settleReply(tx, turn.userMessageId);
           });
           leavingTurn(s.conversationId);
@@ -304,8 +311,8 @@ export function createConversationEngine(deps: EngineDeps) {
    * (a new prompt, a removed tool and its credentials) once it has nothing queued; a busy one
    * finishes its queue as it was.
    */
-  async function actorFor(conversation: ConversationRow, assistant: AssistantRow): Promise<Live> {
-    const version = await versionOf(assistant);
+  async function actorFor(conversation: ConversationRow, assistant: AssistantWithTools): Promise<Live> {
+    const version = versionOf(assistant);
     const existing = live.get(conversation.id);
     if (existing && (existing.version === version || existing.busy > 0)) return existing;
     if (existing) {
@@ -327,7 +334,7 @@ export function createConversationEngine(deps: EngineDeps) {
      * Queues a user message; resolves with the reply once every earlier message is answered.
      * @throws PlatformError `insufficient_balance`; LlmError when the model fails (the charge is refunded).
      */
-    async send(conversation: ConversationRow, assistant: AssistantRow, text: string): Promise<TurnResult> {
+    async send(conversation: ConversationRow, assistant: AssistantWithTools, text: string): Promise<TurnResult> {
       const entry = await actorFor(conversation, assistant);
       entry.busy++;
       entry.lastUsed = Date.now();

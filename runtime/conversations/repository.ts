@@ -49,7 +49,16 @@ export async function findConversation(db: CommonQueryMethods, id: string): Prom
 /** Appends a message and moves the conversation's counters in the same statement pair. */
 export async function insertMessage(
   db: CommonQueryMethods,
-  input: { conversationId: string; role: 'user' | 'assistant'; content: string; functionCalls?: FunctionCallRecord[] | null; cost?: number; replyPending?: boolean; endsTurnOf?: string },
+  input: {
+    conversationId: string;
+    role: 'user' | 'assistant';
+    content: string;
+    functionCalls?: FunctionCallRecord[] | null;
+    cost?: number;
+    replyPending?: boolean;
+    /** The message starts a turn held by `owner` for `seconds`, or ends the turn `owner` holds. */
+    turn?: { readonly takes: string; readonly seconds: number } | { readonly ends: string | undefined };
+  },
 ): Promise<MessageRow> {
   const row = await db.one(sql.type(messageRow)`
     INSERT INTO conversation_messages (conversation_id, role, content, function_calls, cost, reply_pending)
@@ -57,8 +66,7 @@ export async function insertMessage(
       ${input.functionCalls?.length ? sql.jsonb(storableJson(input.functionCalls) as never) : null}, ${(input.cost ?? 0).toFixed(6)}, ${input.replyPending ?? false})
     RETURNING id, role, content, function_calls, cost, created_at`);
   await db.query(sql.unsafe`
-    UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now(),
-      turn_until = CASE WHEN turn_owner = ${input.endsTurnOf ?? null}::uuid THEN NULL ELSE turn_until END
+    UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()${turnChange(input.turn)}
     WHERE id = ${input.conversationId}`);
   return row;
 }
@@ -127,20 +135,17 @@ export async function listConversations(
  * Locks the conversation row until the transaction ends (one message at a time, across
  * processes) and reads whether AI replies are on.
  */
-/**
- * Locks the conversation row and, unless another turn holds it (`turn_busy`), takes the turn for
- * `owner` for `seconds` when AI answers; with how many messages the conversation has.
- */
-export async function claimTurn(db: CommonQueryMethods, id: string, owner: string, seconds: number) {
+/** Locks the conversation row: whether AI answers, whether a turn holds it, and how many messages it has. */
+export async function lockConversation(db: CommonQueryMethods, id: string) {
   return db.one(sql.type(z.object({ ai_enabled: z.boolean(), turn_busy: z.boolean(), message_count: z.number() }))`
-    WITH current AS (
-      SELECT id, ai_enabled, coalesce(turn_until > now(), false) AS turn_busy, message_count FROM conversations WHERE id = ${id} FOR UPDATE
-    )
-    UPDATE conversations c SET
-      turn_until = CASE WHEN current.ai_enabled AND NOT current.turn_busy THEN now() + make_interval(secs => ${seconds}) ELSE c.turn_until END,
-      turn_owner = CASE WHEN current.ai_enabled AND NOT current.turn_busy THEN ${owner}::uuid ELSE c.turn_owner END
-    FROM current WHERE c.id = current.id
-    RETURNING current.ai_enabled, current.turn_busy, current.message_count`);
+    SELECT ai_enabled, coalesce(turn_until > now(), false) AS turn_busy, message_count FROM conversations WHERE id = ${id} FOR UPDATE`);
+}
+
+/** The conversation-row assignments for a message that takes or ends a turn (none otherwise). */
+function turnChange(turn: NonNullable<Parameters<typeof insertMessage>[1]['turn']> | undefined) {
+  if (!turn) return sql.fragment``;
+  if ('takes' in turn) return sql.fragment`, turn_until = now() + make_interval(secs => ${turn.seconds}), turn_owner = ${turn.takes}::uuid`;
+  return sql.fragment`, turn_until = CASE WHEN turn_owner = ${turn.ends ?? null}::uuid THEN NULL ELSE turn_until END`;
 }
 
 /** Renews the turn `owner` holds for `seconds` more; `null` ends it. Another owner's turn is left alone. */

@@ -1,5 +1,5 @@
 import type { DatabasePool } from 'slonik';
-import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
+import { findAssistant, findAssistantByUuid, findAssistantWithTools, type AssistantWithTools } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { prices, type ConversationType } from '../prices.js';
@@ -45,10 +45,10 @@ export function listItem(row: ConversationListRow) {
 }
 
 export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
-  async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantRow }> {
+  async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantWithTools }> {
     const conversation = isUuid(id) ? await findConversation(pool, id) : null;
     if (!conversation) throw new PlatformError('conversation_not_found');
-    const assistant = conversation.assistant_id === null ? null : await findAssistant(pool, conversation.user_id, conversation.assistant_id);
+    const assistant = conversation.assistant_id === null ? null : await findAssistantWithTools(pool, conversation.user_id, conversation.assistant_id);
     if (!assistant) throw new PlatformError('assistant_not_found');
     return { conversation, assistant };
   }

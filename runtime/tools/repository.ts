@@ -63,12 +63,6 @@ export async function deleteTool(db: CommonQueryMethods, userId: number, id: num
   return result.rowCount > 0;
 }
 
-/** When the assistant's tools last changed (their ids come with the assistant): a live conversation rebuilds when it moves. */
-export async function assistantToolsVersion(db: CommonQueryMethods, assistantId: number): Promise<string> {
-  return db.oneFirst(sql.type(z.object({ version: z.string() }))`
-    SELECT coalesce(max(t.updated_at)::text, '') AS version FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = ${assistantId}`);
-}
-
 /** The mid-call tools attached to an assistant. */
 export async function listAssistantTools(db: CommonQueryMethods, assistantId: number): Promise<readonly ToolRow[]> {
   return db.any(sql.type(toolRow)`
