@@ -54,6 +54,12 @@ t.test('search with filters, pages and cursors', async (t) => {
   const bad = await list('search=refund&search_after=bm90IGEgY3Vyc29y');
   t.equal(bad.status, 422);
   t.same(bad.body.errors, { search_after: ['The search after cursor is invalid.'] });
+  for (const crafted of ['1|5', '2026-01-01T00:00:00Z|99999999999999999999999', '0000-01-01T00:00:00Z|1', '2026-01-01T00:00:00Z|1|2']) {
+    const refused = await list(`search=refund&search_after=${Buffer.from(crafted).toString('base64url')}`);
+    t.same([refused.status, refused.body.errors], [422, { search_after: ['The search after cursor is invalid.'] }], `cursor ${crafted}`);
+  }
+  const deep = await list('search=refund&page=701&per_page=15');
+  t.same([deep.status, deep.body.errors], [422, { page: ['A transcript search pages by number through its first 10000 calls; continue with search_after.'] }]);
   const long = await list(`search=${'x'.repeat(201)}`);
   t.equal(long.status, 422);
 });

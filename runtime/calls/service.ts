@@ -10,11 +10,19 @@ export function encodeCursor(last: { createdAt: string; id: number }): string {
   return Buffer.from(`${last.createdAt}|${last.id}`).toString('base64url');
 }
 
+/** A timestamp as cursors carry it (ISO 8601 with its zone), which PostgreSQL and Elasticsearch both read. */
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
 function decodeCursor(cursor: string): { createdAt: string; id: number } {
-  const [createdAt = '', id = ''] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  if (Number.isNaN(Date.parse(createdAt)) || !/^\d+$/.test(id)) throw ValidationError.field('search_after', 'The search after cursor is invalid.');
+  const [createdAt = '', id = '', ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  if (rest.length > 0 || !CURSOR_TIME.test(createdAt) || Number.isNaN(Date.parse(createdAt)) || createdAt.startsWith('0000') || !/^\d{1,15}$/.test(id)) {
+    throw ValidationError.field('search_after', 'The search after cursor is invalid.');
+  }
   return { createdAt, id: Number(id) };
 }
+
+/** Transcript search pages by number only this deep (Elasticsearch's result window); `search_after` goes further. */
+export const SEARCH_WINDOW = 10_000;
 
 /** A call as the API shows it (spec 2.10). */
 export function callView(row: CallRow, recordingUrl: (callId: number) => string) {
@@ -57,6 +65,9 @@ export function createCallService({ pool, recordingUrl, index }: { pool: Databas
         throw ValidationError.field('campaign_id', 'The selected campaign id is invalid.');
       }
       if (search) {
+        if (!search.after && page * perPage > SEARCH_WINDOW) {
+          throw ValidationError.field('page', `A transcript search pages by number through its first ${SEARCH_WINDOW} calls; continue with search_after.`);
+        }
         const found = await index.searchCalls({ userId, text: search.text, filters, size: perPage, from: (page - 1) * perPage, after: search.after ? decodeCursor(search.after) : undefined });
         const rows = await findCallsByIds(pool, userId, found.ids);
         const next = found.last && found.ids.length === perPage ? encodeCursor(found.last) : null;
