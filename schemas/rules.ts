@@ -71,11 +71,11 @@ export const number = (options: Presence & { min?: number; max?: number; decimal
   const rule = range('number', options);
   const { decimals } = options;
   if (decimals === undefined) return rule;
-  const scale = 10 ** decimals;
   return {
     ...rule,
     custom(value: unknown, errors: Array<Record<string, unknown>>) {
-      if (typeof value === 'number' && Math.abs(value * scale - Math.round(value * scale)) > 1e-6 * Math.max(1, Math.abs(value))) {
+      // A number written with at most `decimals` places reads back the same from its fixed form.
+      if (typeof value === 'number' && Number.isFinite(value) && Number(value.toFixed(decimals)) !== value) {
         errors.push({ type: 'numberDecimals', expected: decimals });
       }
       return value;

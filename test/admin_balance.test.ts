@@ -57,11 +57,13 @@ t.test('refusals', async (t) => {
 
   t.equal((await adjust(0)).status, 422);
   t.equal((await adjust('ten')).status, 422);
-  for (const amount of [0.0000001, 1.0000004, -2.1234567]) {
+  for (const amount of [0.0000001, 1.0000004, -2.1234567, 600000.1234567, 999999.9999999]) {
     const fine = await adjust(amount);
     t.same([fine.status, fine.body.errors], [422, { amount: ['The amount may not have more than 6 decimal places.'] }], `${amount} is refused, not rounded`);
   }
   t.equal((await adjust(0.000001)).status, 200, 'a millionth is the smallest amount');
+  t.equal((await adjust(0.3)).status, 200, 'decimals a double cannot hold exactly are still six or fewer');
+  t.equal((await adjust(-0.3)).status, 200);
   t.equal((await adjust(-0.000001)).status, 200);
   const noReason = await api.request('POST', `/admin/users/${user.id}/balance`, { token: ADMIN_TOKEN, body: { amount: 1 } });
   t.same(noReason.body.errors, { reason: ['The reason field is required.'] });

@@ -311,3 +311,24 @@ t.test('deleting a knowledgebase detaches it from assistants', async (t) => {
   await api.request('DELETE', `/user/knowledgebases/${kb}`, { token: alice.token });
   t.equal((await read(id)).knowledgebase_id, null);
 });
+
+t.test('a number deleted while an update that checked it is writing: 422, not a database error', async (t) => {
+  const { id } = (await create(base)).body.data;
+  const numberId = await ownedNumber(alice.id, '+15005550199');
+  await withClient(api.databaseUrl, async (db) => {
+    // The deletion holds its lock until committed, so the update's reference check waits on it.
+    await db.query('BEGIN');
+    await db.query('DELETE FROM phone_numbers WHERE id = $1', [numberId]);
+    const updating = update(id, { phone_number_id: numberId });
+    // pg_stat_activity is read once per transaction unless its snapshot is cleared.
+    const waiting = async () => {
+      await db.query('SELECT pg_stat_clear_snapshot()');
+      return (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE assistants%'`)).rows[0].n as number;
+    };
+    while ((await waiting()) === 0) await new Promise((resolve) => setImmediate(resolve));
+    await db.query('COMMIT');
+    const refused = await updating;
+    t.same([refused.status, refused.body], [422, { message: 'Validation failed', errors: { phone_number_id: ['The selected phone number id is invalid.'] } }]);
+  });
+  t.equal((await read(id)).phone_number_id, null);
+});

@@ -1,4 +1,4 @@
-import { UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabasePool } from 'slonik';
+import { ForeignKeyIntegrityConstraintViolationError, UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import type { AssistantInput } from '../../schemas/assistants.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError, ValidationError, type FieldErrors } from '../errors.js';
@@ -57,6 +57,13 @@ function merge(base: AssistantSettings, input: Partial<AssistantInput>): Assista
   return merged as unknown as AssistantSettings;
 }
 
+/** Foreign keys of an assistant's write, by constraint: the field and its message when the row referred to is gone. */
+const REFERENCES: Readonly<Record<string, readonly [string, string]>> = {
+  assistants_phone_number_id_fkey: ['phone_number_id', 'The selected phone number id is invalid.'],
+  assistants_knowledgebase_id_fkey: ['knowledgebase_id', 'The selected knowledgebase id is invalid.'],
+  assistant_tools_tool_id_fkey: ['tool_ids', 'The selected tool ids are invalid.'],
+};
+
 export function createAssistantService({ pool, catalog, logger }: { pool: DatabasePool; catalog: CatalogService; logger: Logger }) {
   /** Checks everything and throws the 422 of spec 4.4 with every failing field at once. */
   async function validate(tx: CommonQueryMethods, userId: number, settings: AssistantSettings, selfId: number | null): Promise<void> {
@@ -77,6 +84,9 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
     if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'assistants_inbound_number_key') {
       throw new ValidationError({ phone_number_id: ['The phone number is already assigned to another inbound assistant.'] }, VALIDATION_FAILED);
     }
+    // A number, knowledgebase or tool checked a moment ago was deleted before the write: as if it had never been there.
+    const gone = error instanceof ForeignKeyIntegrityConstraintViolationError && error.constraint ? REFERENCES[error.constraint] : undefined;
+    if (gone) throw new ValidationError({ [gone[0]]: [gone[1]] }, VALIDATION_FAILED);
     throw error;
   }
 
