@@ -47,9 +47,9 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     ...catalogRoutes(services.catalog),
     ...assistantRoutes(services.assistants),
     ...phoneNumberRoutes(services.phoneNumbers),
-    ...conversationRoutes(services.conversations, { perIp, perConversation }, config.publicUrl),
+    ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
-    ...callRoutes(services.calls, config.publicUrl),
+    ...callRoutes(services.calls, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { twilioAuthToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl(), perIp }),
     ...webhookRoutes(services.webhooks),
     ...recordingRoutes(runtime),
@@ -65,7 +65,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
     tag: 'Operations',
     summary: 'This OpenAPI 3.1 document, generated from the validation schemas',
     handler: () => {
-      document ??= JSON.stringify(openApiDocument(router.routes(), config.publicUrl));
+      document ??= JSON.stringify(openApiDocument(router.routes(), runtime.publicUrl()));
       return { status: 200, body: document, headers: { 'Content-Type': 'application/json' } };
     },
   });

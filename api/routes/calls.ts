@@ -8,7 +8,7 @@ import { json, type RouteDefinition } from '../http/types.js';
 
 const tag = 'Calls';
 
-export function callRoutes(calls: CallService, publicUrl: string): RouteDefinition[] {
+export function callRoutes(calls: CallService, publicUrl: () => string): RouteDefinition[] {
   return [
     {
       method: 'GET',
@@ -28,7 +28,7 @@ export function callRoutes(calls: CallService, publicUrl: string): RouteDefiniti
           query.per_page ?? DEFAULT_PER_PAGE,
           query.search?.trim() ? { text: query.search.trim(), after: query.search_after } : undefined,
         );
-        const envelope = paginate(page, publicUrl, req.path, req.rawQuery);
+        const envelope = paginate(page, publicUrl(), req.path, req.rawQuery);
         return json(200, page.nextSearchAfter === undefined ? envelope : { ...envelope, next_search_after: page.nextSearchAfter });
       },
     },

@@ -22,7 +22,7 @@ function limit(limiter: RateLimiter, key: string): void {
   if (!verdict.ok) throw new PlatformError('too_many_requests', { headers: { 'Retry-After': String(verdict.retryAfterSeconds) } });
 }
 
-export function conversationRoutes(conversations: ConversationService, limits: ConversationLimits, publicUrl: string): RouteDefinition[] {
+export function conversationRoutes(conversations: ConversationService, limits: ConversationLimits, publicUrl: () => string): RouteDefinition[] {
   const clientKey = (req: ApiRequest) => `ip:${req.ip}`;
   return [
     {
@@ -90,7 +90,7 @@ export function conversationRoutes(conversations: ConversationService, limits: C
           query.page ?? 1,
           query.per_page ?? DEFAULT_PER_PAGE,
         );
-        return json(200, paginate(page, publicUrl, req.path, req.rawQuery));
+        return json(200, paginate(page, publicUrl(), req.path, req.rawQuery));
       },
     },
     {
