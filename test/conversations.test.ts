@@ -374,4 +374,8 @@ t.test('listing', async (t) => {
   for (const query of ['per_page=0', 'per_page=101', 'type=sms', 'date_from=2026-02-30', 'date_to=yesterday', 'page=0', 'date_from=0000-01-01']) {
     t.equal((await api.request('GET', `/user/conversations?${query}`, { token: lister.token })).status, 422, query);
   }
+
+  await api.request('DELETE', `/user/assistant/${b.id}`, { token: lister.token });
+  const remaining = await api.request('GET', '/user/conversations', { token: lister.token });
+  t.same([remaining.body.total, remaining.body.data.map((c: { id: string }) => c.id)], [2, [ids[1], ids[0]]], 'a deleted assistant\'s conversations are not listed');
 });

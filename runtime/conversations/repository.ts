@@ -94,7 +94,7 @@ export async function setAiEnabled(db: CommonQueryMethods, userId: number, id: s
     RETURNING ${conversationColumns}`);
 }
 
-export const listItemRow = conversationRow.extend({ assistant_uuid: z.string().nullable(), assistant_name: z.string().nullable() });
+export const listItemRow = conversationRow.extend({ assistant_uuid: z.string(), assistant_name: z.string() });
 export type ConversationListRow = z.infer<typeof listItemRow>;
 
 export interface ConversationFilters {
@@ -112,7 +112,8 @@ export async function listConversations(
   page: number,
   perPage: number,
 ): Promise<{ items: readonly ConversationListRow[]; total: number }> {
-  const conditions = [sql.fragment`c.user_id = ${userId}`];
+  // Conversations of the user's assistants (spec 4.6): those of a deleted assistant are not listed.
+  const conditions = [sql.fragment`c.user_id = ${userId}`, sql.fragment`c.assistant_id IS NOT NULL`];
   if (filters.type) conditions.push(sql.fragment`c.type = ${filters.type}`);
   if (filters.assistantId !== undefined) conditions.push(sql.fragment`c.assistant_id = ${filters.assistantId}`);
   if (filters.dateFrom) conditions.push(sql.fragment`c.created_at >= (${filters.dateFrom}::date)::timestamp AT TIME ZONE 'UTC'`);
@@ -122,7 +123,7 @@ export async function listConversations(
     db.any(sql.type(listItemRow)`
       SELECT c.id, c.assistant_id, c.user_id, c.type, c.variables, c.ai_enabled, c.message_count, c.total_cost, c.created_at, c.updated_at,
         a.uuid::text AS assistant_uuid, a.name AS assistant_name
-      FROM conversations c LEFT JOIN assistants a ON a.id = c.assistant_id
+      FROM conversations c JOIN assistants a ON a.id = c.assistant_id
       WHERE ${where}
       ORDER BY c.created_at DESC, c.id
       LIMIT ${perPage} OFFSET ${(page - 1) * perPage}`),
@@ -131,10 +132,6 @@ export async function listConversations(
   return { items, total };
 }
 
-/**
- * Locks the conversation row until the transaction ends (one message at a time, across
- * processes) and reads whether AI replies are on.
- */
 /** Locks the conversation row: whether AI answers, whether a turn holds it, and how many messages it has. */
 export async function lockConversation(db: CommonQueryMethods, id: string) {
   return db.one(sql.type(z.object({ ai_enabled: z.boolean(), turn_busy: z.boolean(), message_count: z.number() }))`
