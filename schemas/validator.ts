@@ -110,12 +110,17 @@ function eachField(rules: Record<string, ValidationRule>, value: unknown, prefix
 }
 
 /**
- * An empty string in a nullable field means "no value", as in Laravel (forms send empty inputs as
- * ""): it becomes `null` before the rules run, so an optional description may be left blank.
+ * An empty string means "no value", as in Laravel (forms send empty inputs as ""): in a nullable
+ * field it becomes `null` before the rules run, so an optional description may be left blank; in
+ * an optional number, boolean or choice (a form's `relative_links_limit=`) the field counts as
+ * not sent, so its default applies. A required or text field keeps it ("is required").
  */
 const blankToNull: FieldVisitor = (record, key, rule) => {
-  if (rule.nullable && record[key] === '') record[key] = null;
+  if (record[key] !== '') return;
+  if (rule.nullable) record[key] = null;
+  else if (rule.optional && BLANK_IS_ABSENT.has(rule.type ?? '')) delete record[key];
 };
+const BLANK_IS_ABSENT = new Set(['number', 'boolean', 'enum']);
 
 /**
  * fastest-validator lets `null` through any optional rule; here `null` is only valid where the rule

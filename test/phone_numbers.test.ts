@@ -30,6 +30,9 @@ t.test('search', async (t) => {
   t.ok(sf.body.data.length > 0 && sf.body.data.every((n: { phone_number: string }) => n.phone_number.includes('415')));
   const none = await api.request('GET', '/user/phone-numbers/search?country_code=US&contains=9999999999', { token: alice.token });
   t.same(none.body, { data: [] });
+  const blank = await api.request('GET', '/user/phone-numbers/search?country_code=&contains=', { token: alice.token });
+  t.equal(blank.status, 200, 'blank parameters are parameters not given');
+  t.ok(blank.body.data.length > 0 && blank.body.data.every((n: { country_code: string }) => n.country_code === 'US'), 'the default country');
 
   const de = await api.request('GET', '/user/phone-numbers/search?country_code=DE', { token: alice.token });
   t.same([de.status, de.body.errors], [422, { country_code: ['The selected country code is invalid.'] }]);

@@ -75,6 +75,17 @@ t.test('messages', async (t) => {
   t.same(errorsOf([1, 2]).errors, { name: ['The name field is required.'] });
 });
 
+t.test('blank values', async (t) => {
+  const schema = compileSchema<{ name: string; limit?: number; mode?: string; note?: string | null }>({
+    name: text({ max: 10 }),
+    limit: integer({ optional: true, min: 1, max: 50 }),
+    mode: oneOf(['a', 'b'], { optional: true }),
+    note: text({ optional: true, nullable: true }),
+  });
+  t.same(schema({ name: 'x', limit: '', mode: '', note: '' }), { name: 'x', note: null }, 'an optional number or choice left blank is not given; blank text in a nullable field is null');
+  t.throws(() => schema({ name: '' }), { errors: { name: ['The name field is required.'] } });
+});
+
 t.test('nulls', async (t) => {
   t.same(errorsOf({ name: 'a', speech_speed: null, description: null, links: [{ link: null }] }).errors, {
     speech_speed: ['The speech speed must be a number.'],

@@ -225,7 +225,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
           method,
           path,
           params,
-          query: parseQuery(rawQuery),
+          // An empty parameter (`?status=`, a blank filter in a form) is one not given.
+          query: Object.fromEntries(Object.entries(parseQuery(rawQuery)).filter(([, value]) => value !== '')),
           rawQuery,
           headers,
           ip,
