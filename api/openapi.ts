@@ -20,6 +20,8 @@ interface FvRule {
   items?: FvRule;
   props?: Record<string, FvRule>;
   notEqual?: unknown;
+  minChars?: number;
+  maxChars?: number;
 }
 
 /** JSON Schema (2020-12, as OpenAPI 3.1 uses) of one fastest-validator rule. */
@@ -28,8 +30,8 @@ export function jsonSchemaOf(rule: FvRule): Json {
   switch (rule.type) {
     case 'string':
       schema = { type: 'string' };
-      if (rule.min !== undefined) schema.minLength = rule.min;
-      if (rule.max !== undefined) schema.maxLength = rule.max;
+      if (rule.minChars !== undefined) schema.minLength = rule.minChars;
+      if (rule.maxChars !== undefined) schema.maxLength = rule.maxChars;
       if (rule.pattern !== undefined) schema.pattern = rule.pattern instanceof RegExp ? rule.pattern.source : rule.pattern;
       break;
     case 'number':

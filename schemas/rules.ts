@@ -26,20 +26,43 @@ function presence(options: Presence): Record<string, unknown> {
   return out;
 }
 
-/** Text; `notBlank` also refuses text of white space alone, as if it were missing. */
+/**
+ * Text; `min` and `max` count characters (code points, as PHP's mb_strlen and JSON Schema do), so
+ * an emoji is one, not two; `notBlank` also refuses text of white space alone, as if it were missing.
+ */
 export function text(options: Presence & { max?: number; min?: number; pattern?: RegExp; patternMessage?: string; notBlank?: boolean } = {}): Rule {
   const rule: Rule = { type: 'string', empty: false, ...presence(options) };
-  if (options.notBlank) {
+  const { min, max, notBlank } = options;
+  if (min !== undefined || max !== undefined || notBlank) {
     rule.custom = (value: unknown, errors: Array<Record<string, unknown>>) => {
-      if (typeof value === 'string' && value !== '' && value.trim() === '') errors.push({ type: 'required' });
+      if (typeof value !== 'string' || value === '') return value;
+      if (notBlank && value.trim() === '') errors.push({ type: 'required' });
+      const length = min !== undefined || max !== undefined ? characters(value) : 0;
+      if (max !== undefined && length > max) errors.push({ type: 'stringMax', expected: max, actual: length });
+      if (min !== undefined && length < min) errors.push({ type: 'stringMin', expected: min, actual: length });
       return value;
     };
   }
-  if (options.max !== undefined) rule.max = options.max;
-  if (options.min !== undefined) rule.min = options.min;
+  // Read by the OpenAPI document (maxLength and minLength count code points too), not by the validator.
+  if (max !== undefined) rule.maxChars = max;
+  if (min !== undefined) rule.minChars = min;
   if (options.pattern) rule.pattern = options.pattern;
   if (options.patternMessage) rule.messages = { stringPattern: options.patternMessage };
   return rule;
+}
+
+/** Characters of a string as people count them: code points, not UTF-16 units. */
+function characters(value: string): number {
+  let count = 0;
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code >= 0xd800 && code <= 0xdbff && i + 1 < value.length) {
+      const next = value.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+    count++;
+  }
+  return count;
 }
 
 /**
