@@ -114,6 +114,11 @@ t.test('section 7 rows and content checks', async (t) => {
   t.same(Object.keys(noSource.body.errors).sort(), ['links', 'url']);
   const badLimit = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Site', type: 'website', url: 'http://127.0.0.1:9/', relative_links_limit: 51 } });
   t.same(badLimit.body.errors, { relative_links_limit: ['The relative links limit must be between 1 and 50.'] });
+  const emptyLinks = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Site', type: 'website', url: 'http://127.0.0.1:9/', links: [] } });
+  t.equal(emptyLinks.status, 201, 'an empty links list beside a url is no list');
+  await api.request('DELETE', `/user/knowledgebases/${kb}/documents/${emptyLinks.body.data.id}`, { token: alice.token });
+  const onlyEmptyLinks = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'Site', type: 'website', links: [] } });
+  t.same(onlyEmptyLinks.body.errors, { links: ['The links must have at least 1 items.'] });
   const badType = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: alice.token, body: { name: 'X', type: 'mp3' } });
   t.same(badType.body.errors, { type: ['The selected type is invalid.'] });
 

@@ -17,8 +17,11 @@ const tag = 'Knowledgebases';
 function newDocument(req: ApiRequest): NewDocument {
   const errors: FieldErrors = {};
   let input: ReturnType<typeof createDocumentSchema> | undefined;
+  // `links` only counts when `url` is absent (spec 2.3a): an empty list beside a url is none.
+  const body = req.body as Record<string, unknown>;
+  const given = Array.isArray(body.links) && body.links.length === 0 && body.url !== undefined ? { ...body, links: undefined } : body;
   try {
-    input = createDocumentSchema(req.body);
+    input = createDocumentSchema(given);
   } catch (error) {
     if (!(error instanceof ValidationError)) throw error;
     Object.assign(errors, error.errors);
