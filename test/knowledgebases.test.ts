@@ -138,6 +138,8 @@ t.test('section 7 rows and content checks', async (t) => {
   const huge = await upload(kb, { name: 'Huge', type: 'txt' }, { name: 'huge.txt', bytes: new Uint8Array(20 * 1024 * 1024 + 10).fill(97) });
   t.equal(huge.status, 422);
   t.same(huge.body.errors, { file: ['The file may not be greater than 20480 kilobytes.'] });
+  const huger = await upload(kb, { name: 'Huger', type: 'txt' }, { name: 'huger.txt', bytes: new Uint8Array(22 * 1024 * 1024).fill(97) });
+  t.same([huger.status, huger.body], [422, { message: 'The file may not be greater than 20480 kilobytes.', errors: { file: ['The file may not be greater than 20480 kilobytes.'] } }], 'also past the body limit, unread');
 
   const docs = await withClient(api.databaseUrl, async (db) => (await db.query('SELECT count(*)::int AS n FROM documents WHERE knowledgebase_id = $1', [kb])).rows[0].n);
   t.equal(docs, 1, 'refused uploads left no rows');

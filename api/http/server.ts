@@ -47,6 +47,7 @@ const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   'Access-Control-Max-Age': '600',
 };
 
+const TOO_LARGE: ApiResponse = { status: 413, body: { message: 'The request body is too large.' } };
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -175,7 +176,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
 
     if (declaredLength !== undefined && declaredLength > limit) {
-      finish({ status: 413, body: { message: 'The request body is too large.' } }, route, undefined, true);
+      finish(route.tooLarge ?? TOO_LARGE, route, undefined, true);
       return;
     }
 
@@ -258,7 +259,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       const bytes = new Uint8Array(chunk);
       if (length + bytes.length > limit) {
         refused = true;
-        finish({ status: 413, body: { message: 'The request body is too large.' } }, route, undefined, true);
+        finish(route.tooLarge ?? TOO_LARGE, route, undefined, true);
         done();
         return;
       }

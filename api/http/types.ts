@@ -70,6 +70,8 @@ export interface RouteDefinition {
   readonly failureMessage?: string;
   /** Accepts multipart uploads (larger body limit). */
   readonly multipart?: boolean;
+  /** The answer to a body over the limit, where the operation words it (default 413). */
+  readonly tooLarge?: ApiResponse;
   /** For the OpenAPI document. */
   readonly summary?: string;
   readonly tag?: string;

@@ -12,6 +12,7 @@ import { childIdParam, idParam, userId } from '../http/params.js';
 import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
 
 const tag = 'Knowledgebases';
+const FILE_TOO_LARGE = 'The file may not be greater than 20480 kilobytes.';
 
 /** Validates a create-document request: JSON for websites, multipart for files (spec 2.3a). */
 function newDocument(req: ApiRequest): NewDocument {
@@ -34,7 +35,7 @@ function newDocument(req: ApiRequest): NewDocument {
   }
   if ((type === 'pdf' || type === 'txt' || type === 'docx') && !errors.file) {
     if (!file) errors.file = ['A file is required for this document type.'];
-    else if (file.data.length > MAX_UPLOAD_BYTES) errors.file = ['The file may not be greater than 20480 kilobytes.'];
+    else if (file.data.length > MAX_UPLOAD_BYTES) errors.file = [FILE_TOO_LARGE];
   }
   if (Object.keys(errors).length > 0 || !input) throw new ValidationError(errors);
   const base = { name: input.name, description: input.description ?? null };
@@ -117,6 +118,8 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       auth: 'user',
       family: 'error',
       multipart: true,
+      // The body limit is the file's, with a little room for the other fields: over it, the file is.
+      tooLarge: { status: 422, body: { message: FILE_TOO_LARGE, errors: { file: [FILE_TOO_LARGE] } } },
       failureMessage: 'Failed to create document. Please try again.',
       tag,
       summary: 'Add a document (JSON for website, multipart/form-data for pdf, txt, docx); processing continues in the background',
