@@ -32,12 +32,27 @@ t.test('max_duration: the agent says goodbye and ends the call', async (t) => {
   await phone.untilAgentDone();
   const greeting = phone.heard.speechFrames;
   await phone.until(() => phone.closed, 25_000, 'the end of the call');
-  t.ok(phone.elapsed >= 20_000, `ended after ${phone.elapsed} ms`);
+  t.ok(phone.elapsed >= 15_000 && phone.elapsed <= 20_000, `the goodbye starts 5 s early, so the call ends by the limit (${phone.elapsed} ms)`);
   t.ok(phone.heard.speechFrames > greeting + 20, 'a goodbye was spoken');
   const call = await endedCall(s, callId);
   t.equal(call.status, 'ended_by_assistant');
   t.equal(call.transcript, 'assistant: Hello, this is Bot.\nassistant: Thank you for calling. Goodbye.');
-  t.equal(call.duration, 20 + Math.round((phone.elapsed - 20_000) / 1000));
+  t.ok(call.duration <= 20, `duration ${call.duration} s`);
+});
+
+t.test('max_duration is a maximum: a goodbye still unsaid at the limit is cut off there', async (t) => {
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { max_duration: 20 }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  let release!: () => void;
+  t.teardown(() => release());
+  fake.scriptChat({ text: 'Goodbye.', heldUntil: new Promise<void>((resolve) => (release = resolve)) });
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.closed, 25_000, 'the end of the call');
+  t.ok(phone.elapsed <= 20_100, `hung up at the limit (${phone.elapsed} ms)`);
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'ended_by_assistant');
+  t.ok(call.duration <= 20, `duration ${call.duration} s`);
 });
 
 t.test('max_initial_silence_duration: a caller who never speaks is left', async (t) => {

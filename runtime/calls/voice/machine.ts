@@ -8,7 +8,7 @@ import { assign, fromCallback, setup, type AnyEventObject } from 'xstate';
  * 20 ms frames into a few events per turn (speech start/stop, end of turn, interruption).
  *
  * Timers (all from the assistant, run on the injected clock): `ringing_time` → `no-answer`;
- * `max_duration` → goodbye, `ended_by_assistant`; `max_initial_silence_duration` → the call ends
+ * `max_duration` → goodbye 5 s before it, `ended_by_assistant`, hung up at it at the latest; `max_initial_silence_duration` → the call ends
  * (`ended`) when the caller has said nothing that long after the answer; `max_silence_duration` of
  * caller silence → re-engagement, repeated every `reengagement_interval`.
  */
@@ -77,6 +77,11 @@ export const CALL_STATUS_STATES = ['initiated', 'ringing', 'busy', 'in-progress'
 
 const GOODBYE_TIMEOUT_MS = 20_000;
 /**
+ * `max_duration` is a maximum: the goodbye starts this long before it, and a call still open when
+ * it is reached (a long goodbye, a voicemail message) is hung up then.
+ */
+const MAX_DURATION_GOODBYE_LEAD_MS = 5_000;
+/**
  * A call still `initiated` this long after it was created never connected (no carrier report, no
  * media stream; the stream's one-time token has expired by then): it fails instead of waiting forever.
  */
@@ -96,7 +101,8 @@ export const callMachine = setup({
   },
   delays: {
     ringing: ({ context }) => context.timers.ringingMs,
-    maxDuration: ({ context }) => context.timers.maxDurationMs,
+    maxDuration: ({ context }) => Math.max(0, context.timers.maxDurationMs - MAX_DURATION_GOODBYE_LEAD_MS),
+    durationLimit: ({ context }) => context.timers.maxDurationMs,
     initialSilence: ({ context }) => context.timers.initialSilenceMs ?? context.timers.maxDurationMs + 1,
     silence: ({ context }) => (context.reengaged ? context.timers.reengageMs : context.timers.maxSilenceMs),
     goodbye: GOODBYE_TIMEOUT_MS,
@@ -144,6 +150,7 @@ export const callMachine = setup({
     'in-progress': {
       after: {
         maxDuration: { target: '.closing', actions: assign({ request: { kind: 'goodbye', reason: 'max_duration' }, ending: 'ended_by_assistant' }) },
+        durationLimit: { target: '.hanging_up', actions: assign({ ending: ({ context }) => (context.ending === 'ended' ? 'ended_by_assistant' : context.ending) }) },
         initialSilence: { guard: 'callerSilentSoFar', target: '.closing', actions: assign({ request: { kind: 'goodbye', reason: 'initial_silence' }, ending: 'ended' }) },
       },
       on: {
