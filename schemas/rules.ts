@@ -97,8 +97,9 @@ export const number = (options: Presence & { min?: number; max?: number; decimal
   return {
     ...rule,
     custom(value: unknown, errors: Array<Record<string, unknown>>) {
-      // A number written with at most `decimals` places reads back the same from its fixed form.
-      if (typeof value === 'number' && Number.isFinite(value) && Number(value.toFixed(decimals)) !== value) {
+      // At most `decimals` places, give or take the last bits of a double (4.94 computed as
+      // 4.9399999999999995 passes, 600000.1234567 does not), whatever the magnitude.
+      if (typeof value === 'number' && Number.isFinite(value) && Math.abs(value - Number(value.toFixed(decimals))) > 4 * Number.EPSILON * Math.max(1, Math.abs(value))) {
         errors.push({ type: 'numberDecimals', expected: decimals });
       }
       return value;

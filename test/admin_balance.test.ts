@@ -64,6 +64,8 @@ t.test('refusals', async (t) => {
   t.equal((await adjust(0.000001)).status, 200, 'a millionth is the smallest amount');
   t.equal((await adjust(0.3)).status, 200, 'decimals a double cannot hold exactly are still six or fewer');
   t.equal((await adjust(-0.3)).status, 200);
+  t.equal((await adjust(0.1 + 0.2)).status, 200, 'a sum computed in floating point (0.30000000000000004)');
+  t.equal((await adjust(-(0.1 + 0.2))).status, 200);
   t.equal((await adjust(-0.000001)).status, 200);
   const noReason = await api.request('POST', `/admin/users/${user.id}/balance`, { token: ADMIN_TOKEN, body: { amount: 1 } });
   t.same(noReason.body.errors, { reason: ['The reason field is required.'] });
