@@ -19,8 +19,8 @@ function newDocument(req: ApiRequest): NewDocument {
   const errors: FieldErrors = {};
   let input: ReturnType<typeof createDocumentSchema> | undefined;
   // `links` only counts when `url` is absent (spec 2.3a): an empty list beside a url is none.
-  const body = req.body as Record<string, unknown>;
-  const given = Array.isArray(body.links) && body.links.length === 0 && body.url !== undefined ? { ...body, links: undefined } : body;
+  const body = req.body as Record<string, unknown> | null;
+  const given = body !== null && typeof body === 'object' && Array.isArray(body.links) && body.links.length === 0 && body.url !== undefined ? { ...body, links: undefined } : body;
   try {
     input = createDocumentSchema(given);
   } catch (error) {
