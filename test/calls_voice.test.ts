@@ -77,10 +77,21 @@ t.test('a rented number is renewed monthly; unpaid it lapses and takes no calls 
   t.match(String((await webhook('CAlapsed')).body), /not connected to an assistant/, 'a lapsed number takes no calls');
   t.same(await phoneNumbers.renewDue(), { renewed: [], lapsed: [] }, 'still unpaid, nothing changes');
 
+  const outbound = await s.api.assistant(s.token, { type: 'outbound', phone_number_id: s.numberId });
+  const place = () => s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: outbound.id, phone_number: '+4915112345678' } });
+  await s.api.credit(s.userId, 0.5);
+  const refused = await place();
+  t.same([refused.status, refused.body.errors], [422, { assistant_id: ["The assistant's phone number has lapsed: it is renewed once the balance covers its month."] }], 'nor places any');
+
   await s.api.credit(s.userId, 5);
   t.same(await phoneNumbers.renewDue(), { renewed: [s.numberId], lapsed: [] }, 'renewed once the owner can pay');
   t.equal((await owned()).has_active_subscription, true);
   t.match(String((await webhook('CArenewed')).body), /<Stream/, 'and it takes calls again');
+
+  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE phone_numbers SET paid_until = now() - interval '31 days', has_active_subscription = false WHERE id = $1`, [s.numberId]));
+  await phoneNumbers.renewDue();
+  t.equal(await owned(), undefined, 'unpaid for 30 days after it lapsed, the number is given up');
+  t.equal((await s.api.request('GET', `/user/assistant/${outbound.id}`, { token: s.token })).body.data.phone_number_id, null);
 });
 
 t.test('a repeated voice webhook gets the same answer while the stream is to connect, then a hang-up; one call either way', async (t) => {

@@ -103,4 +103,21 @@ t.test('lists, caller ID, release and assignable numbers', async (t) => {
 
   const released = await api.request('DELETE', `/user/phone-numbers/${callerId.body.data.id}`, { token: alice.token });
   t.same([released.status, released.body], [200, { message: 'Phone number released successfully.' }]);
+
+  for (const phone_number of [gb.phone_number, (await api.request('GET', '/user/phone-numbers/search?country_code=US', { token: bob.token })).body.data[0].phone_number]) {
+    const taken = await api.request('POST', '/user/phone-numbers/caller-id', { token: bob.token, body: { phone_number } });
+    t.same([taken.status, taken.body.errors], [422, { phone_number: ['The phone number is offered by the platform: rent it to call from it.'] }], `${phone_number}: rented or offered, not anyone's caller ID`);
+  }
+});
+
+t.test('a released number is offered again', async (t) => {
+  const carol = await api.user('Carol');
+  await api.credit(carol.id, 10);
+  const [offer] = (await api.request('GET', '/user/phone-numbers/search?country_code=FI', { token: carol.token })).body.data;
+  const bought = await api.request('POST', '/user/phone-numbers/purchase', { token: carol.token, body: { phone_number: offer.phone_number } });
+  t.equal((await api.request('DELETE', `/user/phone-numbers/${bought.body.data.id}`, { token: carol.token })).status, 200);
+  const offered = (await api.request('GET', '/user/phone-numbers/search?country_code=FI', { token: carol.token })).body.data;
+  t.ok(offered.some((n: { phone_number: string }) => n.phone_number === offer.phone_number), 'back in the search');
+  await api.credit(bob.id, 10);
+  t.equal((await api.request('POST', '/user/phone-numbers/purchase', { token: bob.token, body: { phone_number: offer.phone_number } })).status, 201, 'and rented by someone else');
 });

@@ -23,6 +23,7 @@ import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carri
 import { callCosts, callRate, type CallRate } from '../prices.js';
 import { chargeCall, closeOrphanedCall, endCall, insertCall, numberTariff, orphanedCalls, setCarrierCallId, touchCalls, updateCallStatus } from './repository.js';
 import { FRAME_MS } from './voice/audio.js';
+import { callerNumber } from '../phoneNumbers/repository.js';
 import { builtinFunctions } from './voice/builtins.js';
 import { WavRecorder } from './recording.js';
 import { CONNECT_TIMEOUT_MS, type CarrierFailure } from './voice/machine.js';
@@ -600,7 +601,10 @@ export function createVoiceService(deps: VoiceDeps) {
       if (assistant.type !== 'outbound') throw ValidationError.field('assistant_id', 'The assistant must be an outbound assistant.');
       if (assistant.phone_number_id === null) throw ValidationError.field('assistant_id', 'The assistant has no phone number to call from.');
       if (!E164.test(input.phoneNumber)) throw ValidationError.field('phone_number', 'The phone number must be in E.164 format (for example +14155550100).');
-      const from = await pool.oneFirst(sql.type(z.object({ phone_number: z.string() }))`SELECT phone_number FROM phone_numbers WHERE id = ${assistant.phone_number_id}`);
+      const caller = await callerNumber(pool, assistant.phone_number_id);
+      if (!caller) throw ValidationError.field('assistant_id', 'The assistant has no phone number to call from.');
+      if (!caller.usable) throw ValidationError.field('assistant_id', "The assistant's phone number has lapsed: it is renewed once the balance covers its month.");
+      const from = caller.phone_number;
       const { id, token, entry } = await start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null });
       const streamUrl = `${wsBase()}/ws/telephony/twilio`;
       deps.carrier

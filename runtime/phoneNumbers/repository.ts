@@ -34,19 +34,46 @@ export async function listOwnedNumbers(db: CommonQueryMethods, userId: number, o
     ORDER BY id`);
 }
 
+/** The inventory is every number the platform offers; one is purchasable while nobody rents it. */
+const notRented = sql.fragment`NOT EXISTS (SELECT 1 FROM phone_numbers p WHERE p.phone_number = i.phone_number AND p.type <> 'caller_id')`;
+
 export async function searchInventory(db: CommonQueryMethods, countryCode: string, contains: string | undefined, limit: number): Promise<readonly InventoryRow[]> {
   return db.any(sql.type(inventoryRow)`
     SELECT phone_number, phone_number_formatted, country_code, region, price, billing_price_id, address_requirements, sms_capable
-    FROM phone_number_inventory
-    WHERE country_code = ${countryCode} ${contains ? sql.fragment`AND strpos(phone_number, ${contains}) > 0` : sql.fragment``}
+    FROM phone_number_inventory i
+    WHERE country_code = ${countryCode} ${contains ? sql.fragment`AND strpos(phone_number, ${contains}) > 0` : sql.fragment``} AND ${notRented}
     ORDER BY phone_number LIMIT ${limit}`);
 }
 
-/** Takes a number out of the inventory (row-locked by the delete), or null when it is not there. */
+/**
+ * A number offered and not rented, locked until the transaction ends (so two purchases of it take
+ * turns), or null. Released numbers are offered again: the inventory keeps them.
+ */
 export async function takeFromInventory(db: CommonQueryMethods, phoneNumber: string): Promise<InventoryRow | null> {
   return db.maybeOne(sql.type(inventoryRow)`
-    DELETE FROM phone_number_inventory WHERE phone_number = ${phoneNumber}
-    RETURNING phone_number, phone_number_formatted, country_code, region, price, billing_price_id, address_requirements, sms_capable`);
+    SELECT phone_number, phone_number_formatted, country_code, region, price, billing_price_id, address_requirements, sms_capable
+    FROM phone_number_inventory i WHERE phone_number = ${phoneNumber} AND ${notRented} FOR UPDATE`);
+}
+
+/** Whether the platform offers or rents out this number (nobody may use it as their own caller ID). */
+export async function platformNumber(db: CommonQueryMethods, phoneNumber: string): Promise<boolean> {
+  return db.exists(sql.unsafe`
+    SELECT 1 FROM phone_number_inventory WHERE phone_number = ${phoneNumber}
+    UNION ALL SELECT 1 FROM phone_numbers WHERE phone_number = ${phoneNumber} AND type <> 'caller_id'`);
+}
+
+/** Rented numbers lapsed for longer than `graceDays` are given up (back to the inventory). */
+export async function releaseLapsed(db: CommonQueryMethods, graceDays: number): Promise<ReadonlyArray<{ id: number; user_id: number }>> {
+  return db.any(sql.type(z.object({ id: z.number(), user_id: z.number() }))`
+    DELETE FROM phone_numbers
+    WHERE monthly_price > 0 AND NOT has_active_subscription AND paid_until <= now() - make_interval(days => ${graceDays})
+    RETURNING id, user_id`);
+}
+
+/** The number an outbound call goes out from, and whether it may be used (a rented one must be paid up). */
+export async function callerNumber(db: CommonQueryMethods, id: number) {
+  return db.maybeOne(sql.type(z.object({ phone_number: z.string(), usable: z.boolean() }))`
+    SELECT phone_number, (paid_until IS NULL OR has_active_subscription) AS usable FROM phone_numbers WHERE id = ${id}`);
 }
 
 export async function insertOwnedNumber(

@@ -12,6 +12,8 @@ import {
   listOwnedNumbers,
   numberInUse,
   numbersDue,
+  platformNumber,
+  releaseLapsed,
   searchInventory,
   takeFromInventory,
   type InventoryRow,
@@ -92,6 +94,9 @@ export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool;
         }
       }
       if (renewed.length > 0) logger.info({ phoneNumberIds: renewed }, 'phone numbers renewed');
+      for (const gone of await releaseLapsed(pool, RENEWAL_GRACE_DAYS)) {
+        logger.warn({ userId: gone.user_id, phoneNumberId: gone.id }, `phone number released: unpaid for ${RENEWAL_GRACE_DAYS} days after it lapsed`);
+      }
       return { renewed, lapsed };
     },
 
@@ -135,8 +140,9 @@ export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool;
       return ownedNumberView(row);
     },
 
-    /** Registers a number the user owns elsewhere, for outbound caller ID. */
+    /** Registers a number the user owns elsewhere, for outbound caller ID (never one of the platform's). */
     async registerCallerId(userId: number, phoneNumber: string) {
+      if (await platformNumber(pool, phoneNumber)) throw ValidationError.field('phone_number', 'The phone number is offered by the platform: rent it to call from it.');
       const row = await insertOwnedNumber(pool, {
         userId,
         phoneNumber,
