@@ -81,3 +81,33 @@ t.test('a recorded call: valid WAV of the right length, both sides, signed URL w
   t.same(await none.json(), { message: 'Recording not found.' });
   t.equal((await fetch(`${unrecorded.api.origin}/api/recordings/notanumber.wav?expires=${later}&signature=x`)).status, 403);
 });
+
+t.test('a long recording is sent whole, streamed; ranges anywhere in it; a download abandoned midway', async (t) => {
+  const s = await voiceSetup(t, { record: true });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  // What a 20-minute call weighs (16 kHz stereo PCM16), in place of the short one recorded.
+  const { writeFile } = await import('node:fs/promises');
+  const { join } = await import('node:path');
+  const relative = await withClient(s.api.databaseUrl, async (db) => (await db.query('SELECT recording_path FROM calls WHERE id = $1', [callId])).rows[0].recording_path as string);
+  const big = Buffer.alloc(77 * 1024 * 1024);
+  for (let i = 0; i < big.length; i += 4096) big.writeUInt32LE(i, i);
+  await writeFile(join(s.api.platform.runtime.recordings.dir, relative), big);
+
+  const whole = await fetch(call.recording_url);
+  t.equal(whole.status, 200, 'no Range asked, no partial answer');
+  t.equal(whole.headers.get('content-length'), String(big.length));
+  t.ok(Buffer.from(await whole.arrayBuffer()).equals(big), 'every byte');
+  const late = await fetch(call.recording_url, { headers: { range: 'bytes=70000000-70000099' } });
+  t.equal(late.status, 206);
+  t.ok(Buffer.from(await late.arrayBuffer()).equals(big.subarray(70_000_000, 70_000_100)));
+
+  const abandoned = new AbortController();
+  const reader = (await fetch(call.recording_url, { signal: abandoned.signal })).body!.getReader();
+  await reader.read();
+  abandoned.abort();
+  await reader.read().catch(() => undefined);
+  t.equal((await s.api.request('GET', '//health')).status, 200, 'the server carries on');
+});

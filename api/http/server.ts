@@ -7,7 +7,7 @@ import type { Principal } from '../../runtime/auth/service.js';
 import { parseJson, parseMultipart, parseQuery } from './body.js';
 import { errorResponse } from './errors.js';
 import type { Router } from './router.js';
-import type { ApiRequest, ApiResponse, RouteDefinition, UploadedFile } from './types.js';
+import { StreamBody, type ApiRequest, type ApiResponse, type RouteDefinition, type UploadedFile } from './types.js';
 
 /**
  * The transport: one uWS app for REST and sockets. A request is copied out of uWS synchronously,
@@ -58,6 +58,56 @@ function statusLine(status: number): string {
 interface Exchange {
   aborted: boolean;
   readonly res: uWS.HttpResponse;
+  /** Told when the client goes away (a streamed body waiting to write stops). */
+  onAbort?: () => void;
+}
+
+function writeHead(res: uWS.HttpResponse, requestId: string, response: ApiResponse): void {
+  res.writeStatus(statusLine(response.status));
+  res.writeHeader('X-Request-Id', requestId);
+  for (const [name, value] of Object.entries(CORS_HEADERS)) res.writeHeader(name, value);
+  for (const [name, value] of Object.entries(response.headers ?? {})) res.writeHeader(name, value);
+}
+
+/**
+ * Sends a `StreamBody` chunk by chunk, each when the socket has taken the one before (uWS
+ * backpressure: `tryEnd` then `onWritable`), so a large file is never held in memory whole and a
+ * slow client slows only its own download; an aborted request stops the reading.
+ */
+async function streamBody(exchange: Exchange, requestId: string, response: ApiResponse, body: StreamBody, log: Logger): Promise<void> {
+  const { res } = exchange;
+  let headed = false;
+  try {
+    for await (const chunk of body.chunks()) {
+      if (exchange.aborted) return;
+      let data = chunk;
+      for (;;) {
+        const before = res.getWriteOffset();
+        let ok = false;
+        let done = false;
+        res.cork(() => {
+          if (!headed) writeHead(res, requestId, response);
+          headed = true;
+          [ok, done] = res.tryEnd(data, body.size);
+        });
+        if (done) return;
+        if (ok) break;
+        const taken = await new Promise<number | undefined>((resolve) => {
+          exchange.onAbort = () => resolve(undefined);
+          res.onWritable((offset) => {
+            resolve(offset);
+            return true;
+          });
+        });
+        if (taken === undefined || exchange.aborted) return;
+        data = data.subarray(taken - before);
+      }
+    }
+    if (!headed && !exchange.aborted) res.cork(() => (writeHead(res, requestId, response), res.endWithoutBody(0)));
+  } catch (error) {
+    log.warn({ err: error }, 'a streamed response failed');
+    if (!exchange.aborted) res.close();
+  }
 }
 
 function write(exchange: Exchange, requestId: string, response: ApiResponse, closeConnection = false): void {
@@ -74,14 +124,8 @@ function write(exchange: Exchange, requestId: string, response: ApiResponse, clo
     contentType = 'application/json';
   }
   res.cork(() => {
-    res.writeStatus(statusLine(response.status));
-    res.writeHeader('X-Request-Id', requestId);
-    for (const [name, value] of Object.entries(CORS_HEADERS)) res.writeHeader(name, value);
-    let hasType = false;
-    for (const [name, value] of Object.entries(response.headers ?? {})) {
-      if (name.toLowerCase() === 'content-type') hasType = true;
-      res.writeHeader(name, value);
-    }
+    writeHead(res, requestId, response);
+    const hasType = Object.keys(response.headers ?? {}).some((name) => name.toLowerCase() === 'content-type');
     if (contentType && !hasType) res.writeHeader('Content-Type', contentType);
     if (payload === undefined) res.endWithoutBody(0, closeConnection);
     else res.end(payload, closeConnection);
@@ -111,6 +155,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     let dispatched = false;
     res.onAborted(() => {
       exchange.aborted = true;
+      exchange.onAbort?.();
       // A body that will never finish arriving has no handler to release it.
       if (!dispatched) release?.();
     });
@@ -128,7 +173,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const log = logger.child({ reqId: requestId });
 
     const finish = (response: ApiResponse, route: RouteDefinition | undefined, principal?: Principal, close = false): void => {
-      write(exchange, requestId, response, close);
+      if (response.body instanceof StreamBody) void streamBody(exchange, requestId, response, response.body, log);
+      else write(exchange, requestId, response, close);
       options.onResponse?.(route?.path ?? 'unmatched', method, response.status, (performance.now() - started) / 1000);
       log.info(
         {

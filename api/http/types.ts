@@ -41,9 +41,17 @@ export interface QueryObject {
 
 export interface ApiResponse {
   readonly status: number;
-  /** Serialised as JSON unless it is a string/Buffer with an explicit content type. */
+  /** Serialised as JSON unless it is a string/Buffer with an explicit content type, or a `StreamBody`. */
   readonly body?: unknown;
   readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A body sent as it is read (a file), `size` bytes in all, at the pace the client takes it. */
+export class StreamBody {
+  constructor(
+    readonly size: number,
+    readonly chunks: () => AsyncIterable<Buffer>,
+  ) {}
 }
 
 /**
