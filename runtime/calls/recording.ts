@@ -36,7 +36,7 @@ function header(dataBytes: number): Buffer {
 }
 
 export class WavRecorder {
-  private readonly stream: WriteStream;
+  private stream: WriteStream | undefined;
   private readonly pending: Int16Array[] = [];
   private readonly agentPending: Int16Array[] = [];
   private batch: Buffer[] = [];
@@ -44,13 +44,22 @@ export class WavRecorder {
   private failed = false;
   private readonly opened: Promise<void>;
 
+  /** The file is opened once its directory exists (frames wait in the batch meanwhile). */
   constructor(readonly path: string) {
-    this.opened = mkdir(dirname(path), { recursive: true }).then(() => undefined);
-    this.stream = createWriteStream(path, { flags: 'w' });
-    this.stream.on('error', () => {
-      this.failed = true;
-    });
-    this.stream.write(header(0));
+    this.opened = mkdir(dirname(path), { recursive: true }).then(
+      () => {
+        const stream = createWriteStream(path, { flags: 'w' });
+        stream.on('error', () => {
+          this.failed = true;
+        });
+        stream.write(header(0));
+        this.stream = stream;
+        this.flush();
+      },
+      () => {
+        this.failed = true;
+      },
+    );
   }
 
   /** A 20 ms frame of the caller (after it reached the call). */
@@ -92,7 +101,7 @@ export class WavRecorder {
   }
 
   private flush(): void {
-    if (this.batch.length === 0) return;
+    if (!this.stream || this.batch.length === 0) return;
     this.stream.write(Buffer.concat(this.batch));
     this.batch = [];
   }
@@ -101,8 +110,9 @@ export class WavRecorder {
   async close(): Promise<number> {
     await this.opened;
     this.flush();
-    await new Promise<void>((resolve) => this.stream.end(resolve));
-    if (this.failed) throw new Error(`The recording ${this.path} could not be written`);
+    const stream = this.stream;
+    if (stream) await new Promise<void>((resolve) => stream.end(resolve));
+    if (this.failed || !stream) throw new Error(`The recording ${this.path} could not be written`);
     const file = await open(this.path, 'r+');
     try {
       await file.write(header(this.bytes), 0, HEADER_BYTES, 0);
