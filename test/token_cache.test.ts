@@ -9,8 +9,8 @@ const principal = (tokenId: number) => ({ userId: 1, tokenId, tokenKind: 'sessio
 t.test('entries live for the cache lifetime and never past the token expiry', async (t) => {
   let now = 1_000;
   const cache = new TokenCache(() => now, 5_000, 10);
-  cache.set(digest(1), principal(1), null, now);
-  cache.set(digest(2), principal(2), now + 2_000, now);
+  cache.set(digest(1), principal(1), null, now, cache.ticket());
+  cache.set(digest(2), principal(2), now + 2_000, now, cache.ticket());
   now += 1_999;
   t.same(cache.get(digest(2))?.principal, principal(2));
   now += 1;
@@ -22,12 +22,23 @@ t.test('entries live for the cache lifetime and never past the token expiry', as
 
 t.test('a revoked token is forgotten; the oldest entry makes room', async (t) => {
   const cache = new TokenCache(() => 0, 5_000, 2);
-  cache.set(digest(1), principal(1), null, 0);
-  cache.set(digest(2), principal(2), null, 0);
+  cache.set(digest(1), principal(1), null, 0, cache.ticket());
+  cache.set(digest(2), principal(2), null, 0, cache.ticket());
   cache.forget(1);
   t.equal(cache.get(digest(1)), undefined);
-  cache.set(digest(3), principal(3), null, 0);
-  cache.set(digest(4), principal(4), null, 0);
+  cache.set(digest(3), principal(3), null, 0, cache.ticket());
+  cache.set(digest(4), principal(4), null, 0, cache.ticket());
   t.equal(cache.get(digest(2)), undefined, 'evicted');
   t.ok(cache.get(digest(3)) && cache.get(digest(4)));
+});
+
+t.test('a lookup that overlapped a revocation is not cached', async (t) => {
+  const cache = new TokenCache(() => 0, 5_000, 10);
+  const ticket = cache.ticket();
+  // The token row is read here; meanwhile the key is deleted and forgotten.
+  cache.forget(7);
+  cache.set(digest(7), principal(7), null, 0, ticket);
+  t.equal(cache.get(digest(7)), undefined, 'read again next time, and found revoked');
+  cache.set(digest(7), principal(7), null, 0, cache.ticket());
+  t.ok(cache.get(digest(7)), 'a lookup after it is cached');
 });

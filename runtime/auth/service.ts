@@ -101,6 +101,7 @@ export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Da
         }
         return cached.principal;
       }
+      const ticket = tokens.ticket();
       const row = await findLiveToken(pool, digest);
       if (!row || !sameDigest(row.token_digest, digest)) return undefined;
       let lastUsedAt = row.last_used_at === null ? 0 : Date.parse(row.last_used_at);
@@ -109,7 +110,7 @@ export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Da
         void touch(row.id);
       }
       const principal: Principal = { userId: row.user_id, tokenId: row.id, tokenKind: row.kind };
-      tokens.set(digest, principal, row.expires_at === null ? null : Date.parse(row.expires_at), lastUsedAt);
+      tokens.set(digest, principal, row.expires_at === null ? null : Date.parse(row.expires_at), lastUsedAt, ticket);
       return principal;
     },
 

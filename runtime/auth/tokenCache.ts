@@ -19,6 +19,8 @@ interface Entry {
  */
 export class TokenCache {
   private readonly entries = new Map<string, Entry>();
+  /** Counts revocations: a lookup that overlapped one is not cached (it may have read the token before it went). */
+  private revocations = 0;
 
   constructor(
     private readonly now: () => number,
@@ -38,13 +40,20 @@ export class TokenCache {
     return entry;
   }
 
-  set(digest: Buffer, principal: Principal, expiresAt: number | null, lastUsedAt: number): void {
+  /** Taken before a token is read from the database, and handed to `set` with what was read. */
+  ticket(): number {
+    return this.revocations;
+  }
+
+  set(digest: Buffer, principal: Principal, expiresAt: number | null, lastUsedAt: number, ticket: number): void {
+    if (ticket !== this.revocations) return;
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(digest.toString('latin1'), { principal, until: this.now() + this.ttlMs, expiresAt, lastUsedAt });
   }
 
   /** The token was revoked. */
   forget(tokenId: number): void {
+    this.revocations++;
     for (const [key, entry] of this.entries) if (entry.principal.tokenId === tokenId) this.entries.delete(key);
   }
 }
