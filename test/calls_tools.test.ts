@@ -159,3 +159,37 @@ t.test('after the caller hangs up, no further tool of the turn runs', async (t) 
   await new Promise((resolve) => setImmediate(resolve));
   t.same(site.requests, ['/orders?order_id=A-1'], 'the second lookup never ran');
 });
+
+t.test('the caller speaks while tools run: the next turn gets every call answered, in order, and the call goes on', async (t) => {
+  const site = await startSite(t);
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  site.route('/orders', () => ({ type: 'application/json', body: '{"status":"shipped"}', heldUntil: held }));
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { initial_message: 'Hi.' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } }, outboundAllowPrivate: true } });
+  const tool = await s.api.request('POST', '/user/tools', {
+    token: s.token,
+    body: { name: 'check_order', description: 'Looks up an order', endpoint: `${site.origin}/orders`, method: 'GET', timeout: 30, schema: [{ name: 'order_id', type: 'string', description: 'The order id' }] },
+  });
+  await s.api.request('PUT', `/user/assistant/${s.assistantId}`, { token: s.token, body: { tool_ids: [tool.body.data.id] } });
+  fake.scriptChat({ text: 'Let me check.', toolCalls: [{ name: 'check_order', arguments: { order_id: 'A-1' } }, { name: 'check_order', arguments: { order_id: 'A-2' } }] }, { text: 'Noted, your address is changed.' });
+  const { phone, callId } = await callIn(s, ['Where are orders A-1 and A-2?', 'Also, my address changed.']);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => site.requests.length > 0, 5_000, 'the first lookup');
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => fake.requests.filter((r) => r.path.includes('chat')).length >= 2, 10_000, 'the next turn');
+  release();
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'ended_by_customer', 'the call went on to its end');
+  const messages = fake.requests.filter((r) => r.path.includes('chat'))[1]!.body.messages as Array<{ role: string; content: string | null; tool_calls?: Array<{ id: string }>; tool_call_id?: string }>;
+  const asked = messages.findIndex((m) => m.tool_calls);
+  t.ok(asked > 0, 'the tool round is in the history');
+  t.same(messages.slice(asked + 1, asked + 3).map((m) => [m.role, m.tool_call_id]), messages[asked]!.tool_calls!.map((c) => ['tool', c.id]), 'each call answered right after it');
+  t.match(messages[asked + 2]!.content, /Not run/, 'the one cut off says so');
+  t.equal(messages.filter((m) => m.role === 'assistant' && m.content === 'Let me check.').length, 1, 'what was said before the tools is there once');
+  t.match(messages.at(-1), { role: 'user', content: 'Also, my address changed.' });
+});

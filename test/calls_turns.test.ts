@@ -82,3 +82,21 @@ t.test('endpoint_type ai waits longer after unfinished words', async (t) => {
   t.ok(finished >= 460 && finished < 800, `finished sentence answered after ${finished} ms`);
   t.ok(unfinished >= 1_150, `unfinished sentence answered after ${unfinished} ms`);
 });
+
+t.test('wait_for_customer: what the caller said first is kept for the model, and the greeting is in the history once', async (t) => {
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { wait_for_customer: true, initial_message: 'Hello, this is Bot.' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  fake.scriptChat({ text: 'Cancelled.' });
+  const { phone, callId } = await callIn(s, ['I need to cancel order 4417.', 'Can you do that?']);
+  await phone.turn();
+  await phone.turn();
+  phone.phone.hangUp();
+  await endedCall(s, callId);
+  const messages = fake.requests.find((r) => r.path.includes('chat'))!.body.messages.slice(1).map((m: { role: string; content: string }) => [m.role, m.content]);
+  t.same(messages, [
+    ['user', 'I need to cancel order 4417.'],
+    ['assistant', 'Hello, this is Bot.'],
+    ['user', 'Can you do that?'],
+  ]);
+});

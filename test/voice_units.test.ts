@@ -5,7 +5,7 @@ import { NoiseSuppressor } from '../runtime/calls/voice/denoise.js';
 import { Playout } from '../runtime/calls/voice/playout.js';
 import { Resampler } from '../runtime/calls/voice/providers.js';
 import { SentenceChunker } from '../runtime/calls/voice/session.js';
-import { EnergyVad, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished } from '../runtime/calls/voice/turns.js';
+import { EnergyVad, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished } from '../runtime/calls/voice/turns.js';
 import { withinBusinessHours } from '../runtime/calls/voice/builtins.js';
 import { MediaMessageWriter, base64Into, mediaPayload, mediaPrefix } from '../runtime/calls/mediaStream.js';
 
@@ -95,6 +95,10 @@ t.test('turn policy: documented mappings, unfinished words, backchannels, busine
   for (const text of ['That is all.', 'Really?', '']) t.notOk(looksUnfinished(text), text);
   for (const text of ['mm-hmm', 'Okay.', 'yeah yeah', 'uh-huh', 'I see']) t.ok(isBackchannel(text), text);
   for (const text of ['no', 'wait stop', 'okay but what about the price']) t.notOk(isBackchannel(text), text);
+  t.ok(dropsAsBackchannel('yeah', true, false), 'judged a backchannel as it began, and it was one');
+  t.ok(dropsAsBackchannel('mhm', false, true), 'a backchannel over the agent');
+  t.notOk(dropsAsBackchannel('Yeah, so what about Tuesday at ten?', true, false), 'began like one, then said more: a turn');
+  t.notOk(dropsAsBackchannel('okay', false, false), 'an answer when the agent was quiet');
   t.ok(withinBusinessHours(Date.UTC(2026, 10, 24, 10), 'UTC'), 'Tuesday 10:00');
   t.notOk(withinBusinessHours(Date.UTC(2026, 10, 24, 10), 'Asia/Tokyo'), 'Tuesday 19:00 in Tokyo');
   t.notOk(withinBusinessHours(Date.UTC(2026, 10, 22, 10), 'UTC'), 'Sunday');

@@ -22,7 +22,8 @@ export interface CallTimers {
 }
 
 export type ResponseRequest =
-  | { readonly kind: 'greeting'; readonly text: string }
+  /** `after`: what the caller said first, when the assistant waited for them (`wait_for_customer`). */
+  | { readonly kind: 'greeting'; readonly text: string; readonly after?: string }
   | { readonly kind: 'turn'; readonly text: string }
   | { readonly kind: 'reengage' }
   | { readonly kind: 'goodbye'; readonly reason: 'max_duration' | 'balance' | 'voicemail' | 'initial_silence' }
@@ -186,7 +187,7 @@ export const callMachine = setup({
             SPEECH_START: { target: '.hearing', actions: 'callerSpoke' },
             SPEECH_STOP: { target: '.quiet', reenter: true },
             TURN: [
-              { guard: ({ context }) => context.greetingOwed, target: 'responding', actions: assign({ greetingOwed: false, request: ({ context }) => ({ kind: 'greeting' as const, text: context.greeting! }) }) },
+              { guard: ({ context }) => context.greetingOwed, target: 'responding', actions: assign({ greetingOwed: false, request: ({ context, event }) => ({ kind: 'greeting' as const, text: context.greeting!, after: event.text }) }) },
               { target: 'responding', actions: assign({ request: ({ event }) => ({ kind: 'turn' as const, text: event.text }) }) },
             ],
           },

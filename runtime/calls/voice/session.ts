@@ -11,7 +11,7 @@ import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, ty
 import { Playout, heardText, type Segment } from './playout.js';
 import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
 import { SpeechQueue } from './speechQueue.js';
-import { EnergyVad, MIN_ENDPOINT_MS, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
+import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
 
 /**
  * One live call: the actor, the caller's audio in, the agent's audio out, and the engine of the
@@ -372,7 +372,7 @@ export class CallSession {
       this.awaitingFinal = undefined;
       const text = this.finals.join(' ').trim();
       const overAgent = this.agentAudible();
-      const discard = this.discardUtterance || (text !== '' && overAgent && isBackchannel(text));
+      const discard = dropsAsBackchannel(text, this.discardUtterance, overAgent);
       this.finals = [];
       this.interim = '';
       this.turnActive = false;
@@ -615,8 +615,9 @@ export class CallSession {
 
   private async respondWithTts(request: ResponseRequest, signal: AbortSignal, started: () => void): Promise<ResponseOutcome & { transfer?: string }> {
     if (request.kind === 'greeting' || request.kind === 'voicemail') {
-      if (this.spec.mode === 'pipeline') this.history.push({ role: 'assistant', content: request.text });
-      else this.realtime?.addMessage('assistant', request.text);
+      // What was said joins the history once, as heard, when the response finishes (finishResponse).
+      if (request.kind === 'greeting' && request.after) this.history.push({ role: 'user', content: request.after });
+      if (this.spec.mode !== 'pipeline') this.realtime?.addMessage('assistant', request.text);
       await this.speakSegment(request.text, signal, started);
       return {};
     }
@@ -639,6 +640,19 @@ export class CallSession {
     const say = (sentence: string) => speech.add(() => this.speakSegment(sentence, signal, started));
     let filler: unknown;
     let heardAnything = false;
+    // A tool round joins the call's history whole: the calls, then an answer to each (one cut off by
+    // a barge-in or hang-up says so), at once when the response is aborted, so the next turn's
+    // model never sees calls without their results. Words spoken around it join as heard.
+    let toolRound: { calls: readonly ToolCall[]; results: Map<string, ChatMessage> } | undefined;
+    const recordToolRound = () => {
+      if (!toolRound) return;
+      this.history.push({ role: 'assistant', content: null, toolCalls: toolRound.calls });
+      for (const call of toolRound.calls) {
+        this.history.push(toolRound.results.get(call.id) ?? { role: 'tool', content: JSON.stringify({ error: 'Not run: the call moved on before it could.' }), toolCallId: call.id });
+      }
+      toolRound = undefined;
+    };
+    signal.addEventListener('abort', recordToolRound, { once: true });
     if (this.spec.fillers) {
       filler = this.clock.setTimeout(() => {
         filler = undefined;
@@ -673,19 +687,21 @@ export class CallSession {
         if (result.calls.length === 0) break;
         heardAnything = true;
         messages.push({ role: 'assistant', content: result.text || null, toolCalls: result.calls });
-        this.history.push({ role: 'assistant', content: result.text || null, toolCalls: result.calls });
+        toolRound = { calls: result.calls, results: new Map() };
         for (const call of result.calls) {
           // After a hang-up or barge-in no further tool runs (a booking, a transfer) on the turn's behalf.
           if (signal.aborted) break;
           const output = await this.runCall(call, effects, userText, started);
           const message: ChatMessage = { role: 'tool', content: JSON.stringify(output), toolCallId: call.id };
           messages.push(message);
-          this.history.push(message);
+          toolRound?.results.set(call.id, message);
         }
+        recordToolRound();
       }
       await speech.done();
     } finally {
       if (filler !== undefined) this.clock.clearTimeout(filler);
+      signal.removeEventListener('abort', recordToolRound);
     }
     return outcomeOf(effects);
   }

@@ -99,6 +99,15 @@ export function isBackchannel(text: string): boolean {
   return words.length > 0 && words.length <= 3 && words.every((word) => BACKCHANNELS.has(word));
 }
 
+/**
+ * Whether a finished utterance is dropped as a backchannel: only when all of it is one ("yeah",
+ * "mhm") and it came over the agent (`overAgent`) or was judged one while it began (`flagged`); a
+ * caller who began with "yeah" and went on to say more has taken a turn.
+ */
+export function dropsAsBackchannel(text: string, flagged: boolean, overAgent: boolean): boolean {
+  return text !== '' && isBackchannel(text) && (flagged || overAgent);
+}
+
 export function wordCount(text: string): number {
   return text.split(/\s+/).filter((word) => /[\p{L}\p{N}]/u.test(word)).length;
 }
