@@ -218,8 +218,8 @@ t.test('Twilio REST carrier: a call given up while ringing is canceled there', a
 
 t.test('voicemail: a long greeting is a machine; the message is left after it; a failing voice fails the call', async (t) => {
   const dialed: LoopbackDial[] = [];
-  const s = await outboundSetup(t, (call) => dialed.push(call), { end_call_on_voicemail: false, voice_mail_message: 'Please call us back at 555 0100.', wait_for_customer: true });
-  const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
+  const s = await outboundSetup(t, (call) => dialed.push(call), { end_call_on_voicemail: false, voice_mail_message: 'Please call us back at {{callback}}.', wait_for_customer: true });
+  const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678', variables: { callback: '555 0100' } } })).body.data.id as number;
   await new Promise((resolve) => setImmediate(resolve));
   const phone = await SimulatedPhone.dial(dialed[0]!.streamUrl, dialed[0]!.carrierCallId, { call_id: String(callId), token: dialed[0]!.token }, s.clock);
   s.scripts.set(callId, ['You have reached Ada. Please leave a message after the tone.']);

@@ -193,3 +193,22 @@ t.test("a null character in the model's answer: the call's transcript is saved w
   t.equal(call.status, 'ended_by_customer');
   t.match(call.transcript, /\nuser: Say something odd\.\nassistant: Odd\uFFFDanswer\.$/);
 });
+
+t.test("knowledgebase_mode prompt: each caller turn's system prompt carries the passages that answer it", async (t) => {
+  const s = await voiceSetup(t, { initial_message: 'Hi.' });
+  const kb = (await s.api.request('POST', '/user/knowledgebases', { token: s.token, body: { name: 'Policies' } })).body.data.id;
+  const form = new FormData();
+  form.set('name', 'Hours');
+  form.set('type', 'txt');
+  form.set('file', new Blob(['Returns are accepted within 30 days with a receipt.\n\nOur stores open at 8 am.']), 'hours.txt');
+  const doc = (await s.api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: s.token, raw: form })).body.data.id;
+  const ready = async () => (await s.api.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: s.token })).body.data.status !== 'processing';
+  while (!(await ready())) await new Promise((resolve) => setTimeout(resolve, 30));
+  await s.api.request('PUT', `/user/assistant/${s.assistantId}`, { token: s.token, body: { knowledgebase_id: kb, knowledgebase_mode: 'prompt' } });
+  const { phone, callId } = await callIn(s, ['When do stores open?']);
+  await phone.untilAgentDone();
+  await phone.turn();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.match(call.transcript, /user: When do stores open\?\nassistant: According to our documents: .*8 am/s);
+});

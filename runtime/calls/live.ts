@@ -248,8 +248,8 @@ export function createVoiceService(deps: VoiceDeps) {
         initialSilenceMs: assistant.max_initial_silence_duration === null ? null : assistant.max_initial_silence_duration * 1000,
         reengageMs: assistant.reengagement_interval * 1000,
       },
-      reengagementPrompt: assistant.reengagement_prompt,
-      voiceMailMessage: assistant.voice_mail_message,
+      reengagementPrompt: assistant.reengagement_prompt === null ? null : renderTemplate(assistant.reengagement_prompt, merged),
+      voiceMailMessage: assistant.voice_mail_message === null ? null : renderTemplate(assistant.voice_mail_message, merged),
       endCallOnVoicemail: assistant.end_call_on_voicemail,
       allowInterruptions: assistant.allow_interruptions,
       interruptSensitivity: assistant.interrupt_sensitivity,
@@ -273,6 +273,7 @@ export function createVoiceService(deps: VoiceDeps) {
           : { provider: deps.speech.realtime(multimodalModel?.provider ?? 'dev'), model: multimodalModel?.code ?? 'dev-realtime', voice: voice.provider_voice_id, threshold: assistant.turn_detection_threshold },
       functions,
       functionContext: { ownerId: assistant.user_id, tools: new Map(tools.map((t) => [t.name, t])), knowledgebaseId: kbId, knowledge: deps.knowledge, outbound: deps.outbound, fallbackQuery: '' },
+      promptKnowledgebaseId: kbId !== undefined && assistant.knowledgebase_mode === 'prompt' && mode === 'pipeline' ? kbId : undefined,
       builtins,
       answeredBy: null,
     };

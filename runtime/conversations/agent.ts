@@ -1,4 +1,5 @@
 import type { KnowledgeService } from '../knowledge/service.js';
+import { KNOWLEDGE_MARKER } from '../llm/dev.js';
 import { LlmError, type ChatMessage, type FunctionDefinition, type LlmProvider, type ToolCall } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
@@ -74,6 +75,11 @@ export async function streamRound(request: RoundRequest, logger: Logger, context
     logger.warn({ err: error, ...context, provider: request.llm.provider.name }, 'model failed; using the fallback model');
     return attempt(request.fallback);
   }
+}
+
+/** Passages of a knowledgebase as a system prompt carries them (`knowledgebase_mode: prompt`); '' for none. */
+export function knowledgeSection(passages: ReadonlyArray<{ readonly content: string }>): string {
+  return passages.length === 0 ? '' : `${KNOWLEDGE_MARKER}\n${passages.map((p, i) => `[${i + 1}] ${p.content}`).join('\n')}`;
 }
 
 /** The arguments a model wrote, as an object; anything that is not a JSON object becomes none. */

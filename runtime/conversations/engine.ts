@@ -8,7 +8,6 @@ import type { CatalogService } from '../catalog/service.js';
 import { PlatformError } from '../errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
 import { postLedgerEntry } from '../ledger/service.js';
-import { KNOWLEDGE_MARKER } from '../llm/dev.js';
 import type { LlmRegistry } from '../llm/registry.js';
 import { LlmError, type ChatMessage, type LlmProvider } from '../llm/types.js';
 import type { Logger } from '../logger.js';
@@ -18,7 +17,7 @@ import { listAssistantTools } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
 import { clearMessageCost, holdTurn, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow, type MessageRow } from './repository.js';
 import { SEARCH_FUNCTION, toolFunction } from './tools.js';
-import { parseArguments, runFunction, streamRound } from './agent.js';
+import { knowledgeSection, parseArguments, runFunction, streamRound } from './agent.js';
 
 /**
  * Runs conversation actors: builds each one's setup from the database, supplies the machine's
@@ -201,7 +200,7 @@ export function createConversationEngine(deps: EngineDeps) {
           let systemPrompt = s.systemPrompt;
           if (accepted.aiEnabled && s.promptKnowledgebaseId !== undefined) {
             const passages = await deps.knowledge.search(s.ownerId, s.promptKnowledgebaseId, job.text, 3).catch(() => []);
-            if (passages.length > 0) systemPrompt += `\n\n${KNOWLEDGE_MARKER}\n${passages.map((p, i) => `[${i + 1}] ${p.content}`).join('\n')}`;
+            if (passages.length > 0) systemPrompt += `\n\n${knowledgeSection(passages)}`;
           }
           return { messageId: accepted.messageId, charged: s.price, aiEnabled: accepted.aiEnabled, systemPrompt, deadline: Date.now() + turnMs };
         }),

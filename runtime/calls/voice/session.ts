@@ -1,6 +1,6 @@
 import { createActor, fromCallback, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { Clock } from '../../clock.js';
-import { parseArguments, runFunction, streamRound, type FunctionContext, type ModelChoice } from '../../conversations/agent.js';
+import { knowledgeSection, parseArguments, runFunction, streamRound, type FunctionContext, type ModelChoice } from '../../conversations/agent.js';
 import { MAX_TOOL_ROUNDS } from '../../conversations/machine.js';
 import type { ChatMessage, FunctionDefinition, ToolCall } from '../../llm/types.js';
 import type { Logger } from '../../logger.js';
@@ -79,6 +79,8 @@ export interface CallSpec {
   readonly realtime: { provider: RealtimeProvider; model: string; voice: string; threshold: number | null } | undefined;
   readonly functions: readonly FunctionDefinition[];
   readonly functionContext: FunctionContext;
+  /** `knowledgebase_mode: prompt` (pipeline): passages for each caller turn go into that turn's system prompt. */
+  readonly promptKnowledgebaseId?: number;
   /** The assistant's built-in tools, made once per call (the calendar caches its owner). */
   readonly builtins: readonly Builtin[];
   /** The carrier said who answered (`AnsweredBy`), when it knows. */
@@ -626,11 +628,25 @@ export class CallSession {
     if (request.kind === 'turn') {
       this.history.push({ role: 'user', content: request.text });
       messages.push({ role: 'user', content: request.text });
+      const knowledge = await this.knowledgeFor(request.text);
+      if (knowledge && messages[0]?.role === 'system') messages[0] = { role: 'system', content: `${messages[0].content}\n\n${knowledge}` };
     } else {
       functions = [];
       messages.push({ role: 'system', content: request.kind === 'reengage' ? this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT : GOODBYES[request.reason]! });
     }
     return this.modelLoop(messages, functions, signal, started, request.kind === 'turn' ? request.text : '');
+  }
+
+  /** The passages of the prompt-mode knowledgebase that best answer `text`, as the system prompt carries them; '' without. */
+  private async knowledgeFor(text: string): Promise<string> {
+    const kbId = this.spec.promptKnowledgebaseId;
+    if (kbId === undefined) return '';
+    const { knowledge, ownerId } = this.spec.functionContext;
+    const passages = await knowledge.search(ownerId, kbId, text, 3).catch((error: unknown) => {
+      this.logger.warn({ err: error, callId: this.spec.callId }, 'knowledge for the turn could not be searched');
+      return [];
+    });
+    return knowledgeSection(passages);
   }
 
   /** Text model rounds with tools; sentences are spoken as they complete. */
