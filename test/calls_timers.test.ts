@@ -126,3 +126,18 @@ t.test('a call that never connects fails after five minutes, and its stream can 
   const { SimulatedPhone } = await import('./helpers/phone.js');
   await t.rejects(SimulatedPhone.webCall(created.body.websocket_url, s.clock), /401/, 'the token is gone with it');
 });
+
+t.test('a cough during a re-engagement goes through the barge-in rules: with interruptions off it is not cut', async (t) => {
+  const s = await voiceSetup(t, { max_silence_duration: 2, allow_interruptions: false });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone(200);
+  phone.firstSpeechAt = undefined;
+  await phone.until(() => phone.firstSpeechAt !== undefined, 5_000, 'the re-engagement');
+  await phone.silence(200);
+  await phone.talk(100);
+  await phone.untilAgentDone(600);
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(phone.heard.clears, 0, 'nothing was cleared');
+  t.match(call.transcript, /\nassistant: Are you still there\?$/, 'said whole');
+});

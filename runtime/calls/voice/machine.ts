@@ -221,10 +221,14 @@ export const callMachine = setup({
                 INTERRUPT: '#call.in-progress.listening',
               },
             },
-            waiting: { after: { silence: { target: '#call.in-progress.away', reenter: true } } },
+            waiting: {
+              after: { silence: { target: '#call.in-progress.away', reenter: true } },
+              on: { SPEECH_START: { target: '#call.in-progress.listening.hearing', actions: 'callerSpoke' } },
+            },
           },
+          // While the re-engagement is spoken, the caller's sound goes through the barge-in rules
+          // (INTERRUPT) like any other speech of the agent's, so a cough does not cut it off.
           on: {
-            SPEECH_START: { target: 'listening.hearing', actions: 'callerSpoke' },
             TURN: { target: 'responding', actions: assign({ request: ({ event }) => ({ kind: 'turn' as const, text: event.text }) }) },
           },
         },
