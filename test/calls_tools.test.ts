@@ -99,7 +99,7 @@ t.test('a mid-call tool and the calendar tools are called during the call', asyn
   const calcom = await startFakeCalcom(t, { apiKey: 'cal_live_key', username: 'ada', slots: { '2026-11-25': ['2026-11-25T09:00:00.000Z', '2026-11-25T10:00:00.000Z'] } });
   const fake = await startFakeOpenAi(t);
   const clock = { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } }, outboundAllowPrivate: true, calendarApiUrl: calcom.origin } };
-  const s = await voiceSetup(t, { tools: [{ type: 'calendar_integration', calendar_api_key: 'cal_live_key', calendar_event_slug: 'intro-call' }] }, clock);
+  const s = await voiceSetup(t, { timezone: 'Europe/Berlin', tools: [{ type: 'calendar_integration', calendar_api_key: 'cal_live_key', calendar_event_slug: 'intro-call' }] }, clock);
   const tool = await s.api.request('POST', '/user/tools', {
     token: s.token,
     body: { name: 'check_order', description: 'Looks up an order', endpoint: `${site.origin}/orders`, method: 'GET', timeout: 5, schema: [{ name: 'order_id', type: 'string', description: 'The order id' }] },
@@ -125,8 +125,8 @@ t.test('a mid-call tool and the calendar tools are called during the call', asyn
   t.same(site.requests, ['/orders?order_id=A-17']);
   t.same(JSON.parse(fake.requests[1]!.body.messages.at(-1).content), { order: 'A-17', status: 'shipped' });
   t.same(calcom.requests.map((r) => `${r.method} ${r.path.split('?')[0]}`), ['GET /v2/me', 'GET /v2/slots', 'POST /v2/bookings']);
-  t.match(calcom.requests[1]!.path, /eventTypeSlug=intro-call&username=ada&start=2026-11-25&end=2026-11-26/);
-  t.same(calcom.requests[2]!.body, { start: '2026-11-25T09:00:00.000Z', eventTypeSlug: 'intro-call', username: 'ada', attendee: { name: 'Ada', email: 'ada@example.com', timeZone: 'UTC' } });
+  t.match(calcom.requests[1]!.path, /eventTypeSlug=intro-call&username=ada&start=2026-11-25&end=2026-11-26&timeZone=Europe%2FBerlin/, "the assistant's time zone when the model names none");
+  t.same(calcom.requests[2]!.body, { start: '2026-11-25T09:00:00.000Z', eventTypeSlug: 'intro-call', username: 'ada', attendee: { name: 'Ada', email: 'ada@example.com', timeZone: 'Europe/Berlin' } });
   t.same(JSON.parse(fake.requests[3]!.body.messages.at(-1).content), { ok: true, slots: ['2026-11-25T09:00:00.000Z', '2026-11-25T10:00:00.000Z'] });
   t.match(call.transcript, /assistant: Your order A-17 has shipped\.\nuser: Book me a call tomorrow morning\.\nassistant: You are booked for nine\.$/);
 });

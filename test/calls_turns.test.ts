@@ -93,7 +93,9 @@ t.test('wait_for_customer: what the caller said first is kept for the model, and
   await phone.turn();
   phone.phone.hangUp();
   await endedCall(s, callId);
-  const messages = fake.requests.find((r) => r.path.includes('chat'))!.body.messages.slice(1).map((m: { role: string; content: string }) => [m.role, m.content]);
+  const asked = fake.requests.find((r) => r.path.includes('chat'))!.body.messages;
+  t.match(asked[0].content, /It is now Tuesday, 24 November 2026(,| at) 10:00 \(UTC\)\.$/, "the model knows the date and time in the assistant's time zone");
+  const messages = asked.slice(1).map((m: { role: string; content: string }) => [m.role, m.content]);
   t.same(messages, [
     ['user', 'I need to cancel order 4417.'],
     ['assistant', 'Hello, this is Bot.'],

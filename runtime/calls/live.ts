@@ -97,6 +97,16 @@ const GOODBYE_RESERVE_S = 10;
 /** How often the meter reads the balances of owners with live calls from the database. */
 const BALANCE_READ_MS = 10_000;
 const E164 = /^\+[1-9]\d{6,14}$/;
+/** The date and time at the call's start in the assistant's time zone, so "tomorrow at ten" means something to the model. */
+export function localTime(now: number, timezone: string): string {
+  let formatted: string;
+  try {
+    formatted = new Intl.DateTimeFormat('en-GB', { timeZone: timezone, weekday: 'long', year: 'numeric', month: 'long', day: 'numeric', hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).format(now);
+  } catch {
+    return '';
+  }
+  return `It is now ${formatted} (${timezone}).`;
+}
 const VOICE_STYLE = 'You are speaking on a live phone call. Answer in short, natural spoken sentences, without lists, markdown or emojis.';
 
 interface Live {
@@ -238,7 +248,7 @@ export function createVoiceService(deps: VoiceDeps) {
       ownerId: assistant.user_id,
       type,
       mode,
-      systemPrompt: `${renderTemplate(assistant.system_prompt, merged)}\n\n${VOICE_STYLE}`,
+      systemPrompt: `${renderTemplate(assistant.system_prompt, merged)}\n\n${VOICE_STYLE}\n${localTime(clock.now(), assistant.timezone)}`,
       greeting: assistant.initial_message ? renderTemplate(assistant.initial_message, merged) : null,
       waitForCustomer: assistant.wait_for_customer,
       timers: {

@@ -143,7 +143,7 @@ function calendarFunctions(context: BuiltinContext, apiKey: string, slug: string
         try {
           const user = await owner();
           const end = new Date(Date.parse(`${date}T00:00:00Z`) + 86_400_000).toISOString().slice(0, 10);
-          const query = new URLSearchParams({ eventTypeSlug: slug, username: user, start: date, end, timeZone: String(args.time_zone ?? 'UTC') });
+          const query = new URLSearchParams({ eventTypeSlug: slug, username: user, start: date, end, timeZone: String(args.time_zone ?? context.timezone) });
           const response = await call(`/v2/slots?${query}`, '2024-09-04');
           if (response.status !== 200) return { result: { ok: false, error: `The calendar answered HTTP ${response.status}.` } };
           const days = (response.body?.data ?? {}) as Record<string, Array<{ start: string }>>;
@@ -175,7 +175,7 @@ function calendarFunctions(context: BuiltinContext, apiKey: string, slug: string
           const user = await owner();
           const response = await call('/v2/bookings', '2024-08-13', {
             method: 'POST',
-            body: { start: new Date(start).toISOString(), eventTypeSlug: slug, username: user, attendee: { name: String(args.name ?? ''), email: String(args.email ?? ''), timeZone: String(args.time_zone ?? 'UTC') } },
+            body: { start: new Date(start).toISOString(), eventTypeSlug: slug, username: user, attendee: { name: String(args.name ?? ''), email: String(args.email ?? ''), timeZone: String(args.time_zone ?? context.timezone) } },
           });
           if (response.status !== 200 && response.status !== 201) return { result: { ok: false, error: response.body?.error?.message ?? `The calendar answered HTTP ${response.status}.` } };
           return { result: { ok: true, booking: { uid: response.body?.data?.uid, start: response.body?.data?.start } } };
