@@ -216,9 +216,9 @@ t.test('Twilio REST carrier: a call given up while ringing is canceled there', a
   t.equal(fake.requests[1]!.form.get('Status'), 'canceled');
 });
 
-t.test('voicemail: a long greeting is a machine; the message is left after it; a failing voice fails the call', async (t) => {
+t.test('voicemail: a long greeting is a machine; the message is left after it (end_call_on_voicemail at its default); a failing voice fails the call', async (t) => {
   const dialed: LoopbackDial[] = [];
-  const s = await outboundSetup(t, (call) => dialed.push(call), { end_call_on_voicemail: false, voice_mail_message: 'Please call us back at {{callback}}.', wait_for_customer: true });
+  const s = await outboundSetup(t, (call) => dialed.push(call), { voice_mail_message: 'Please call us back at {{callback}}.', wait_for_customer: true });
   const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678', variables: { callback: '555 0100' } } })).body.data.id as number;
   await new Promise((resolve) => setImmediate(resolve));
   const phone = await SimulatedPhone.dial(dialed[0]!.streamUrl, dialed[0]!.carrierCallId, { call_id: String(callId), token: dialed[0]!.token }, s.clock);

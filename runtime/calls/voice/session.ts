@@ -413,9 +413,13 @@ export class CallSession {
     if (value === 'machine') this.voicemail();
   }
 
+  /**
+   * An answering machine: a `voice_mail_message` is left after its greeting, then the call ends;
+   * without one the call ends at once (`end_call_on_voicemail`, the default) or carries on.
+   */
   private voicemail(): void {
-    if (this.spec.endCallOnVoicemail) this.send({ type: 'VOICEMAIL', hangUp: true, message: null });
-    else if (this.spec.voiceMailMessage) this.send({ type: 'VOICEMAIL', hangUp: false, message: this.spec.voiceMailMessage });
+    if (this.spec.voiceMailMessage) this.send({ type: 'VOICEMAIL', hangUp: false, message: this.spec.voiceMailMessage });
+    else if (this.spec.endCallOnVoicemail) this.send({ type: 'VOICEMAIL', hangUp: true, message: null });
   }
 
   /** A keypad key from the caller; keys are collected until a short pause, then reach the model as text. */
