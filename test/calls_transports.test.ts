@@ -256,3 +256,16 @@ t.test('caller audio faster than real time: beyond a 2 s burst the excess is dro
   phone.phone.hangUp();
   t.equal((await endedCall(s, created.body.call_id)).status, 'ended_by_customer');
 });
+
+t.test("voicemail: the carrier's machine detection arriving while the call still rings is acted on once it connects", async (t) => {
+  const dialed: LoopbackDial[] = [];
+  const s = await outboundSetup(t, (call) => dialed.push(call), { voice_mail_message: 'Please call us back.' });
+  const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
+  await new Promise((resolve) => setImmediate(resolve));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallStatus: 'ringing', AnsweredBy: 'machine_end_beep' }));
+  const phone = await SimulatedPhone.dial(dialed[0]!.streamUrl, dialed[0]!.carrierCallId, { call_id: String(callId), token: dialed[0]!.token }, s.clock);
+  await phone.until(() => phone.closed, 40_000, 'the message and hang-up');
+  const call = await endedCall(s, callId);
+  t.equal(call.answered_by, 'machine');
+  t.match(call.transcript, /assistant: Please call us back\.$/);
+});

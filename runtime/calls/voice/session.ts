@@ -909,7 +909,11 @@ export class CallSession {
     }
     if (top !== this.status && STATUS_NAMES.has(top)) {
       this.status = top;
-      if (top === 'in-progress') this.answeredAt = this.clock.now();
+      if (top === 'in-progress') {
+        this.answeredAt = this.clock.now();
+        // The carrier said "machine" while the call was still ringing, when there was nothing to do yet.
+        if (this.spec.answeredBy === 'machine') queueMicrotask(() => this.voicemail());
+      }
       this.logger.info({ callId: this.spec.callId, userId: this.spec.ownerId, status: top }, 'call status');
       this.hooks.status(top, this.clock.now());
       if (snapshot.status === 'done') this.finish(top, snapshot.context.failure);
