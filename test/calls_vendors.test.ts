@@ -81,7 +81,7 @@ t.test('multimodal with OpenAI Realtime: session, greeting, turn, barge-in trunc
   const fake = await startFakeSpeech(t, keys);
   const s = await voiceSetup(
     t,
-    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call', turn_detection_threshold: 0.7, initial_message: 'Hello and welcome to the example company support line, how can I help you today?', tools: [{ type: 'end_call' }] },
+    { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call', turn_detection_threshold: 0.7, speech_speed: 1.1, initial_message: 'Hello and welcome to the example company support line, how can I help you today?', tools: [{ type: 'end_call' }] },
     { config: speechConfig(fake) },
   );
   fake.utterances.push('Stop, tell me the price.', 'Thanks, bye.');
@@ -99,7 +99,7 @@ t.test('multimodal with OpenAI Realtime: session, greeting, turn, barge-in trunc
   t.equal(fake.realtimeHeaders[0]!['openai-beta'], 'realtime=v1');
   const session = fake.realtimeEvents[0]!;
   t.equal(session.type, 'session.update');
-  t.match(session.session, { voice: 'ash', modalities: ['audio', 'text'], input_audio_format: 'pcm16', turn_detection: { type: 'server_vad', threshold: 0.7, create_response: false, interrupt_response: false } });
+  t.match(session.session, { voice: 'ash', speed: 1.1, modalities: ['audio', 'text'], input_audio_format: 'pcm16', turn_detection: { type: 'server_vad', threshold: 0.7, create_response: false, interrupt_response: false } });
   t.same(session.session.tools.map((tool: { name: string }) => tool.name), ['end_call']);
   const creates = fake.realtimeEvents.filter((e) => e.type === 'response.create');
   t.equal(creates[0]!.response.instructions, `${SAY_EXACTLY}"Hello and welcome to the example company support line, how can I help you today?"`);

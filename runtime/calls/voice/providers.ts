@@ -82,6 +82,8 @@ export interface RealtimeOptions {
   readonly silenceMs: number;
   /** `audio` (multimodal) or `text` (dualplex: the assistant's own TTS speaks it). */
   readonly output: 'audio' | 'text';
+  /** `speech_speed` (0.7-1.2) for the model's own voice (multimodal). */
+  readonly speed: number;
   onEvent(event: RealtimeEvent): void;
 }
 

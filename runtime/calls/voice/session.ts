@@ -483,6 +483,7 @@ export class CallSession {
       turnDetectionThreshold: threshold,
       silenceMs: endpointDelayMs(this.spec.endpointSensitivity, 'vad', ''),
       output: this.spec.mode === 'dualplex' ? 'text' : 'audio',
+      speed: this.spec.voiceSettings.speed,
       onEvent: (event) => this.realtimeEvent(event),
     });
   }

@@ -239,6 +239,7 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
           modalities: options.output === 'audio' ? ['audio', 'text'] : ['text'],
           instructions: options.instructions,
           voice: options.voice,
+          ...(options.output === 'audio' ? { speed: options.speed } : {}),
           input_audio_format: 'pcm16',
           output_audio_format: 'pcm16',
           input_audio_transcription: { model: 'whisper-1' },
