@@ -104,6 +104,27 @@ t.test('a long recording is sent whole, streamed; ranges anywhere in it; a downl
   t.equal(late.status, 206);
   t.ok(Buffer.from(await late.arrayBuffer()).equals(big.subarray(70_000_000, 70_000_100)));
 
+  // A client that keeps pausing: the socket backs up again and again, and every byte still arrives.
+  const { get } = await import('node:http');
+  const slow = await new Promise<Buffer>((resolve, reject) => {
+    get(call.recording_url, (response) => {
+      const parts: Buffer[] = [];
+      let sincePause = 0;
+      response.on('data', (part: Buffer) => {
+        parts.push(part);
+        sincePause += part.length;
+        if (sincePause > 256 * 1024) {
+          sincePause = 0;
+          response.pause();
+          setTimeout(() => response.resume(), 5);
+        }
+      });
+      response.on('end', () => resolve(Buffer.concat(parts)));
+      response.on('error', reject);
+    }).on('error', reject);
+  });
+  t.ok(slow.equals(big), 'a reader that keeps pausing gets every byte');
+
   const abandoned = new AbortController();
   const reader = (await fetch(call.recording_url, { signal: abandoned.signal })).body!.getReader();
   await reader.read();

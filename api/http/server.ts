@@ -71,42 +71,78 @@ function writeHead(res: uWS.HttpResponse, requestId: string, response: ApiRespon
 
 /**
  * Sends a `StreamBody` chunk by chunk, each when the socket has taken the one before (uWS
- * backpressure: `tryEnd` then `onWritable`), so a large file is never held in memory whole and a
- * slow client slows only its own download; an aborted request stops the reading.
+ * backpressure: `tryEnd`, then the rest of the chunk from the one `onWritable` handler), so a large
+ * file is never held in memory whole and a slow client slows only its own download. The first
+ * chunk is read before anything is written, so a source that fails at once is a 500; one that
+ * fails or ends short later closes the connection (the promised length cannot be met); an aborted
+ * request stops the reading.
  */
 async function streamBody(exchange: Exchange, requestId: string, response: ApiResponse, body: StreamBody, log: Logger): Promise<void> {
   const { res } = exchange;
   let headed = false;
-  try {
-    for await (const chunk of body.chunks()) {
-      if (exchange.aborted) return;
-      let data = chunk;
-      for (;;) {
-        const before = res.getWriteOffset();
-        let ok = false;
-        let done = false;
-        res.cork(() => {
-          if (!headed) writeHead(res, requestId, response);
-          headed = true;
-          [ok, done] = res.tryEnd(data, body.size);
-        });
-        if (done) return;
-        if (ok) break;
-        const taken = await new Promise<number | undefined>((resolve) => {
-          exchange.onAbort = () => resolve(undefined);
-          res.onWritable((offset) => {
-            resolve(offset);
-            return true;
-          });
-        });
-        if (taken === undefined || exchange.aborted) return;
-        data = data.subarray(taken - before);
-      }
+  let finished = false;
+  // The chunk the socket has not taken yet, from which write offset, and who waits for it.
+  let waiting: { data: Buffer; from: number; taken: (ok: boolean) => void } | undefined;
+  const send = (data: Buffer): boolean => {
+    let ok = false;
+    res.cork(() => {
+      if (!headed) writeHead(res, requestId, response);
+      headed = true;
+      const [sent, done] = res.tryEnd(data, body.size);
+      ok = sent;
+      if (done) finished = true;
+    });
+    return ok || finished;
+  };
+  res.onWritable((offset) => {
+    const pending = waiting;
+    if (!pending) return true;
+    let ok = false;
+    const [sent, done] = res.tryEnd(pending.data.subarray(offset - pending.from), body.size);
+    ok = sent;
+    if (done) finished = true;
+    if (ok || finished) {
+      waiting = undefined;
+      pending.taken(true);
     }
-    if (!headed && !exchange.aborted) res.cork(() => (writeHead(res, requestId, response), res.endWithoutBody(0)));
+    return ok || finished;
+  });
+  exchange.onAbort = () => {
+    const pending = waiting;
+    waiting = undefined;
+    pending?.taken(false);
+  };
+  const stop = () => {
+    if (exchange.aborted || finished) return;
+    finished = true;
+    try {
+      res.close();
+    } catch {
+      // Already gone.
+    }
+  };
+  const chunks = body.chunks()[Symbol.asyncIterator]();
+  try {
+    let next = await chunks.next();
+    while (!next.done) {
+      if (exchange.aborted || finished) return;
+      const from = res.getWriteOffset();
+      if (!send(next.value)) {
+        const taken = await new Promise<boolean>((resolve) => (waiting = { data: next.value as Buffer, from, taken: resolve }));
+        if (!taken || exchange.aborted) return;
+      }
+      if (finished) return;
+      next = await chunks.next();
+    }
+    if (exchange.aborted) return;
+    if (!headed && body.size === 0) res.cork(() => (writeHead(res, requestId, response), res.endWithoutBody(0)));
+    else stop();
   } catch (error) {
     log.warn({ err: error }, 'a streamed response failed');
-    if (!exchange.aborted) res.close();
+    if (!headed) write(exchange, requestId, { status: 500, body: { message: 'Server error.' } }, true);
+    else stop();
+  } finally {
+    await chunks.return?.().catch(() => undefined);
   }
 }
 
