@@ -113,3 +113,21 @@ t.test('sign-ins are limited per account, and password hashing per process', asy
   t.equal(refused.length, 10, 'two hash at once, 64 wait, the rest are refused');
   t.match((refused[0] as PromiseRejectedResult).reason, { code: 'service_unavailable', message: 'Too many sign-ins at once. Please try again shortly.' });
 });
+
+t.test('an upload with a token that names nobody is refused while it arrives, not after', async (t) => {
+  const { request } = await import('node:http');
+  const url = new URL(`${api.origin}/api/user/knowledgebases/1/documents`);
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { authorization: 'Bearer junk-token', 'content-type': 'multipart/form-data; boundary=x', 'content-length': String(20 * 1024 * 1024) } },
+      (response) => {
+        response.resume();
+        resolve(response.statusCode ?? 0);
+      },
+    );
+    req.on('error', reject);
+    // A first kilobyte, and the rest of the 20 MB never comes: the answer must not wait for it.
+    req.write(Buffer.alloc(1024, 97));
+  });
+  t.equal(status, 401);
+});

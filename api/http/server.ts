@@ -256,6 +256,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody);
       return;
     }
+    if (route.auth === 'admin' && !(token && options.authenticateAdmin?.(token))) {
+      finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody);
+      return;
+    }
+    // The token is checked while the body arrives; a caller it does not name gets 401 at once and
+    // the rest of the upload is not kept (below).
+    const authenticated = needsUser && token ? options.authenticate(token) : Promise.resolve(undefined);
 
     if (declaredLength !== undefined && declaredLength > limit) {
       finish(route.tooLarge ?? TOO_LARGE, route, undefined, true);
@@ -282,10 +289,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       try {
         // The caller is known before the body is looked at: a bad token is 401 whatever the body.
         if (needsUser) {
-          principal = token ? await options.authenticate(token) : undefined;
+          principal = await authenticated;
           if (!principal) throw new PlatformError('unauthenticated');
-        } else if (route.auth === 'admin' && !(token && options.authenticateAdmin?.(token))) {
-          throw new PlatformError('unauthenticated');
         }
 
         let body: unknown = {};
@@ -331,11 +336,22 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       return;
     }
 
-    // Chunks are only valid during the callback: copy each into one buffer, sized up front
-    // when the length is declared.
-    let buffer = Buffer.allocUnsafe(declaredLength ?? 64 * 1024);
+    // Chunks are only valid during the callback: copy each into one buffer, sized up front from
+    // the declared length up to 1 MiB (a declared length is only a claim) and grown as data comes.
+    let buffer = Buffer.allocUnsafe(Math.min(declaredLength ?? 64 * 1024, 1024 * 1024));
     let length = 0;
     let refused = false;
+    if (needsUser) {
+      authenticated.then(
+        (principal) => {
+          if (principal || refused || dispatched || exchange.aborted) return;
+          refused = true;
+          finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, true);
+          done();
+        },
+        () => undefined,
+      );
+    }
     res.onData((chunk, isLast) => {
       if (refused) return;
       const bytes = new Uint8Array(chunk);
