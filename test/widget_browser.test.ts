@@ -1,6 +1,6 @@
 /**
  * The chat widget in a real browser (Debian's Chromium through playwright-core):
- * 1. a customer page with one <script src=".../widget.js" data-assistant-id="..."> shows a chat bubble;
+ * 1. a customer page with one <script src=".../widget.js" data-assistant-id="..."> (in its <head>) shows a chat bubble;
  * 2. clicking it opens the chat, which shows the greeting, sends a message over the socket and shows
  *    the streamed reply; a screenshot is taken of it;
  * 3. /widget/<unknown> is 404 and widget.js is served as JavaScript.
@@ -37,7 +37,8 @@ t.test('assets', async (t) => {
 t.test('chatting in Chromium', { skip: existsSync(CHROMIUM) ? false : `browser test skipped: ${CHROMIUM} is not installed (.ci/run installs Debian's chromium)` }, async (t) => {
   const { chromium } = await import('playwright-core');
   const site = await startSite(t);
-  site.route('/', { body: `<!doctype html><html><head><title>Acme</title></head><body><h1>Acme shop</h1><script src="${api.origin}/widget.js" data-assistant-id="${uuid}" async></script></body></html>` });
+  // In <head>, where the script runs before <body> exists.
+  site.route('/', { body: `<!doctype html><html><head><title>Acme</title><script src="${api.origin}/widget.js" data-assistant-id="${uuid}"></script></head><body><h1>Acme shop</h1></body></html>` });
   const profile = await mkdtemp(join(tmpdir(), 'ap-chromium-'));
   const browser = await chromium.launch({
     executablePath: CHROMIUM,

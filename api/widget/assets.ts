@@ -90,6 +90,8 @@ export const WIDGET_SCRIPT = `(function () {
       frame.style.display = frame.style.display === 'none' ? 'block' : 'none';
     }
   });
-  document.body.appendChild(bubble);
+  // A script in <head> (async or not) can run before <body> exists.
+  if (document.body) document.body.appendChild(bubble);
+  else document.addEventListener('DOMContentLoaded', function () { document.body.appendChild(bubble); });
 })();
 `;
