@@ -110,6 +110,15 @@ t.test('bodies', async (t) => {
     files: [{ field: 'file', name: 'manual.pdf', size: 2 * 1024 * 1024, type: 'application/pdf' }],
   });
 
+  const raw = (boundary: string) =>
+    [`--${boundary}`, 'Content-Disposition: form-data; name="name"', '', 'Quoted', `--${boundary}`, 'Content-Disposition: form-data; name="__proto__"; filename="x.txt"', 'Content-Type: text/plain', '', 'hi', `--${boundary}`, 'Content-Disposition: form-data; filename="y.txt"', '', 'anonymous', `--${boundary}--`, ''].join('\r\n');
+  for (const contentType of ['multipart/form-data; boundary="XyZ"', 'multipart/form-data; charset=utf-8; Boundary=XyZ']) {
+    const quoted = await fetch(`${base}/upload`, { method: 'POST', headers: { 'content-type': contentType }, body: raw('XyZ') });
+    t.same([quoted.status, await quoted.json()], [200, { fields: { name: 'Quoted' }, files: [] }], `${contentType}: read; a part named __proto__ or nothing is nobody's`);
+  }
+  const unparsable = await fetch(`${base}/upload`, { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=Other' }, body: raw('XyZ') });
+  t.equal(unparsable.status, 400, 'a body with no part of its declared boundary');
+
   const tooBig = new FormData();
   tooBig.set('file', new Blob([new Uint8Array(4 * 1024 * 1024)]), 'big.bin');
   t.equal((await fetch(`${base}/upload`, { method: 'POST', body: tooBig })).status, 413);

@@ -63,12 +63,24 @@ export interface MultipartBody {
   readonly files: Record<string, UploadedFile>;
 }
 
+/**
+ * The boundary of a multipart content type, however it is written (`Boundary=`, quoted, after
+ * other parameters), in the one form uWS's parser reads.
+ */
+function normalizedMultipart(contentType: string): string {
+  const boundary = /;\s*boundary\s*=\s*(?:"([^"]*)"|([^;\s]+))/i.exec(contentType);
+  const value = boundary?.[1] ?? boundary?.[2];
+  return value ? `multipart/form-data; boundary=${value}` : contentType;
+}
+
 export function parseMultipart(body: Buffer, contentType: string): MultipartBody {
-  const parts = uWS.getParts(body, contentType);
-  if (!parts) throw new PlatformError('bad_request', { message: 'The multipart body could not be parsed.' });
+  const parts = uWS.getParts(body, normalizedMultipart(contentType));
+  if (!parts || (parts.length === 0 && body.length > 0)) throw new PlatformError('bad_request', { message: 'The multipart body could not be parsed.' });
   const fields: QueryObject = {};
-  const files: Record<string, UploadedFile> = {};
+  const files: Record<string, UploadedFile> = Object.create(null) as Record<string, UploadedFile>;
   for (const part of parts) {
+    // A part without a name, or named like a property every object has, is nobody's field.
+    if (!part.name || FORBIDDEN_KEYS.has(part.name)) continue;
     if (part.filename !== undefined) {
       files[part.name] = {
         field: part.name,
