@@ -213,3 +213,15 @@ t.test('close finishes in-flight requests and stops accepting', async (t) => {
   await closing;
   t.equal(closed, true);
 });
+
+t.test('a request with two different Content-Length headers is refused, not read two ways', async (t) => {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  let answer = '';
+  socket.on('data', (data: Buffer) => (answer += data.toString()));
+  const closed = new Promise((resolve) => socket.once('close', resolve));
+  socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 0\r\n\r\n{}');
+  await closed;
+  t.match(answer, /^HTTP\/1\.1 400 /);
+  t.match(answer, /The request repeats a header that may appear once\./);
+});

@@ -48,6 +48,7 @@ const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
 };
 
 const TOO_LARGE: ApiResponse = { status: 413, body: { message: 'The request body is too large.' } };
+const SINGLE_HEADERS = new Set(['content-length', 'transfer-encoding', 'authorization', 'content-type', 'host']);
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -200,7 +201,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const path = req.getUrl();
     const rawQuery = req.getQuery() ?? '';
     const headers: Record<string, string> = {};
+    let conflicting = false;
     req.forEach((name, value) => {
+      // Two framing or credential headers that uWS and this code could read differently (RFC 9112).
+      if (SINGLE_HEADERS.has(name) && name in headers && headers[name] !== value) conflicting = true;
       headers[name] = value;
     });
     const ip = Buffer.from(res.getRemoteAddressAsText()).toString();
@@ -225,6 +229,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
         'request',
       );
     };
+
+    if (conflicting) {
+      finish({ status: 400, body: { message: 'The request repeats a header that may appear once.' } }, undefined, undefined, true);
+      return;
+    }
 
     if (method === 'OPTIONS') {
       finish({ status: 204, headers: PREFLIGHT_HEADERS }, undefined);
