@@ -90,6 +90,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
         }
       : undefined,
     jsonBodyLimit: config.jsonBodyLimit,
+    trustProxy: config.trustProxy,
     multipartBodyLimit: config.multipartBodyLimit,
     onResponse: (route, method, status, seconds) => runtime.metrics.observeRequest(route, method, status, seconds),
     sockets: (app) => {
@@ -97,6 +98,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
         conversations: services.conversations,
         engine: services.conversationEngine,
         limits: { perIp, perConversation },
+        trustProxy: config.trustProxy,
         logger,
         onCount: (delta) => runtime.metrics.socketOpened('widget', delta),
       });

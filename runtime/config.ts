@@ -61,6 +61,11 @@ export interface Config {
   readonly webhookRetryDelaysMs: readonly number[] | undefined;
   /** Documents ingested at once per process. @defaultValue 2 */
   readonly ingestionConcurrency: number;
+  /**
+   * Proxies in front of the server (a TLS terminator, a load balancer) whose X-Forwarded-For
+   * entries are believed: the client address for rate limits is that many hops back. @defaultValue 0
+   */
+  readonly trustProxy: number;
   /** How long a claimed ingestion job is leased before another process may take it over. @defaultValue 120 000 ms */
   readonly ingestionLeaseMs: number;
   /** Extra postgres `-c` settings for the embedded server (tests turn fsync off). */
@@ -236,6 +241,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       perConversation: { capacity: 10, perMinute: integer(env, 'RATE_LIMIT_PER_CONVERSATION_PER_MINUTE', 1, 100_000, 20) },
     },
     ingestionConcurrency: overrides.ingestionConcurrency ?? integer(env, 'INGESTION_CONCURRENCY', 1, 64, 2),
+    trustProxy: overrides.trustProxy ?? integer(env, 'TRUST_PROXY', 0, 10, 0),
     ingestionLeaseMs: overrides.ingestionLeaseMs ?? integer(env, 'INGESTION_LEASE_MS', 500, 3_600_000, 120_000),
     embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},
     twilio: overrides.twilio ?? twilioConfig(env),

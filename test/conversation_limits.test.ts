@@ -76,3 +76,11 @@ t.test('at most eight function calls run in one round; the rest are answered wit
   const answered = fake.requests.at(-1)!.body.messages.filter((m: { role: string }) => m.role === 'tool');
   t.equal(answered.length, 10, 'the model gets an answer for every call');
 });
+
+t.test('behind a trusted proxy, the per-IP limit counts each forwarded client apart', async (t) => {
+  const api = await startTestPlatform(t, { llmProviders: providers, trustProxy: 1, rateLimits: { perIp: { capacity: 2, perMinute: 1 }, perConversation: { capacity: 10, perMinute: 10 } } });
+  const uuid = await setup(api);
+  const create = (client: string) => api.request('POST', '/conversations', { body: { assistant_id: uuid }, headers: { 'x-forwarded-for': client } });
+  t.same([(await create('203.0.113.7')).status, (await create('203.0.113.7')).status, (await create('203.0.113.7')).status], [200, 200, 429]);
+  t.equal((await create('198.51.100.9')).status, 200, 'another client behind the same proxy has its own budget');
+});

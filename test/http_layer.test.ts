@@ -225,3 +225,13 @@ t.test('a request with two different Content-Length headers is refused, not read
   t.match(answer, /^HTTP\/1\.1 400 /);
   t.match(answer, /The request repeats a header that may appear once\./);
 });
+
+t.test('the client address behind trusted proxies (TRUST_PROXY)', async (t) => {
+  const { clientAddress } = await import('../api/http/params.js');
+  t.equal(clientAddress('10.0.0.5', '203.0.113.7', 0), '10.0.0.5', 'no proxy trusted: the peer, whatever the header says');
+  t.equal(clientAddress('10.0.0.5', '203.0.113.7', 1), '203.0.113.7', 'one proxy: what it saw');
+  t.equal(clientAddress('10.0.0.5', '198.51.100.9, 203.0.113.7', 1), '203.0.113.7', 'an entry the client wrote itself is not believed');
+  t.equal(clientAddress('10.0.0.5', '198.51.100.9, 203.0.113.7, 10.0.0.4', 2), '203.0.113.7', 'two proxies');
+  t.equal(clientAddress('10.0.0.5', '203.0.113.7', 3), '203.0.113.7', 'fewer hops than trusted: the farthest');
+  t.equal(clientAddress('10.0.0.5', undefined, 1), '10.0.0.5');
+});

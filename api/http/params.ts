@@ -27,3 +27,13 @@ export function userId(req: ApiRequest): number {
   if (!req.principal) throw new PlatformError('unauthenticated');
   return req.principal.userId;
 }
+
+/**
+ * The client's address: the connection's peer, or with `trustProxy` proxies in front, the address
+ * that many hops back in `X-Forwarded-For` (entries a client wrote itself further left are not believed).
+ */
+export function clientAddress(remote: string, forwardedFor: string | undefined, trustProxy: number): string {
+  if (trustProxy === 0 || !forwardedFor) return remote;
+  const chain = [...forwardedFor.split(',').map((entry) => entry.trim()).filter(Boolean), remote];
+  return chain[Math.max(0, chain.length - 1 - trustProxy)]!;
+}

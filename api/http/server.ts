@@ -5,6 +5,7 @@ import { PlatformError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { Principal } from '../../runtime/auth/service.js';
 import { parseJson, parseMultipart, parseQuery } from './body.js';
+import { clientAddress } from './params.js';
 import { errorResponse } from './errors.js';
 import type { Router } from './router.js';
 import { StreamBody, type ApiRequest, type ApiResponse, type RouteDefinition, type UploadedFile } from './types.js';
@@ -23,6 +24,8 @@ export interface HttpServerOptions {
   /** Checks the operator token; absent when admin operations are disabled. */
   readonly authenticateAdmin?: (token: string) => boolean;
   readonly jsonBodyLimit: number;
+  /** Proxies whose X-Forwarded-For is believed for the client address (`TRUST_PROXY`). */
+  readonly trustProxy?: number;
   readonly multipartBodyLimit: number;
   /** Called once per answered request (metrics). */
   readonly onResponse?: (route: string, method: string, status: number, seconds: number) => void;
@@ -207,7 +210,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       if (SINGLE_HEADERS.has(name) && name in headers && headers[name] !== value) conflicting = true;
       headers[name] = value;
     });
-    const ip = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const ip = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for'], options.trustProxy ?? 0);
     const incomingId = headers['x-request-id'];
     const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : randomUUID();
     const log = logger.child({ reqId: requestId });

@@ -4,6 +4,7 @@ import type { ConversationService } from '../../runtime/conversations/service.js
 import { PlatformError, ValidationError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { RateLimiter } from '../../runtime/rateLimit.js';
+import { clientAddress } from '../http/params.js';
 import { guarded } from './guard.js';
 
 /**
@@ -32,6 +33,8 @@ export function conversationSocket(
     limits: { readonly perIp: RateLimiter; readonly perConversation: RateLimiter };
     logger: Logger;
     onCount?: (delta: number) => void;
+    /** Proxies whose X-Forwarded-For is believed (`TRUST_PROXY`). */
+    trustProxy: number;
   },
 ): void {
   app.ws<SocketData>('/ws/conversations/:id', guarded(deps.logger, 'widget', {
@@ -43,7 +46,7 @@ export function conversationSocket(
       const key = req.getHeader('sec-websocket-key');
       const protocol = req.getHeader('sec-websocket-protocol');
       const extensions = req.getHeader('sec-websocket-extensions');
-      const ip = Buffer.from(res.getRemoteAddressAsText()).toString();
+      const ip = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for') || undefined, deps.trustProxy);
       let aborted = false;
       res.onAborted(() => {
         aborted = true;
