@@ -13,7 +13,7 @@ import { connect } from 'node:net';
 import t from 'tap';
 import { createHttpServer } from '../api/http/server.js';
 import { Router } from '../api/http/router.js';
-import { json } from '../api/http/types.js';
+import { StreamBody, json } from '../api/http/types.js';
 import { createLogger } from '../runtime/logger.js';
 import { PlatformError } from '../runtime/errors.js';
 
@@ -26,6 +26,19 @@ let releaseSlow: () => void = () => undefined;
 const lines: Array<Record<string, unknown>> = [];
 
 router.add({ method: 'POST', path: '/echo', auth: 'none', handler: (req) => json(200, { body: req.body, query: req.query }) });
+const STREAMED = 12_000_000;
+router.add({
+  method: 'GET',
+  path: '/stream',
+  auth: 'none',
+  handler: () => ({
+    status: 200,
+    headers: { 'Content-Type': 'application/octet-stream' },
+    body: new StreamBody(STREAMED, async function* () {
+      for (let sent = 0; sent < STREAMED; sent += 100_000) yield Buffer.alloc(Math.min(100_000, STREAMED - sent), 97);
+    }),
+  }),
+});
 router.add({ method: 'GET', path: '/echo/:id', auth: 'none', handler: (req) => json(200, { params: req.params, query: req.query, id: req.id }) });
 router.add({
   method: 'POST',
@@ -234,4 +247,35 @@ t.test('the client address behind trusted proxies (TRUST_PROXY)', async (t) => {
   t.equal(clientAddress('10.0.0.5', '198.51.100.9, 203.0.113.7, 10.0.0.4', 2), '203.0.113.7', 'two proxies');
   t.equal(clientAddress('10.0.0.5', '203.0.113.7', 3), '203.0.113.7', 'fewer hops than trusted: the farthest');
   t.equal(clientAddress('10.0.0.5', undefined, 1), '10.0.0.5');
+});
+
+t.test('a streamed body reaches a client that reads at its own slow pace, whole', async (t) => {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write('GET /stream HTTP/1.1\r\nHost: x\r\n\r\n');
+  // About 5 MB/s: the server's writes are refused again and again and must resume each time.
+  const body = await new Promise<number>((resolve) => {
+    let head = Buffer.alloc(0);
+    let bodyBytes = -1;
+    let sincePause = 0;
+    // A download that stalls is reported with what arrived, rather than left to the test timeout.
+    setTimeout(() => resolve(bodyBytes), 20_000).unref();
+    socket.on('data', (data: Buffer) => {
+      if (bodyBytes < 0) {
+        head = Buffer.concat([head, data]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        bodyBytes = head.length - end - 4;
+      } else bodyBytes += data.length;
+      sincePause += data.length;
+      if (bodyBytes >= STREAMED) return resolve(bodyBytes);
+      if (sincePause > 50_000) {
+        sincePause = 0;
+        socket.pause();
+        setTimeout(() => socket.resume(), 10);
+      }
+    });
+  });
+  socket.destroy();
+  t.equal(body, STREAMED);
 });
