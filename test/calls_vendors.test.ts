@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { SAY_EXACTLY } from '../runtime/calls/voice/providers.js';
 import { startFakeOpenAi } from './fakes/openai.js';
-import { startFakeSpeech, type FakeSpeech } from './fakes/speech.js';
+import { startFakeSpeech, type FakeSpeech, type Reply } from './fakes/speech.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
@@ -32,6 +32,27 @@ async function multimodalWithFallback(t: Test, extra: Record<string, unknown> = 
     { config: { ...speechConfig(fake), llmProviders: { openai: { baseUrl: chat.baseUrl, apiKey: 'sk-test' } } } },
   );
   return { fake, chat, s };
+}
+
+/**
+ * The caller asks once; the realtime answer (`reply`) stalls past its 10 s, so the text model's
+ * answer (`fallback`) is handed to the realtime voice. Returns the fake and the ended call.
+ */
+async function stalledTurn(t: Test, question: string, reply: Reply, fallback: string) {
+  const { fake, chat, s } = await multimodalWithFallback(t);
+  fake.utterances.push(question);
+  fake.realtimeReplies.push(reply);
+  chat.scriptChat({ text: fallback });
+  const creates = () => fake.realtimeEvents.filter((e) => e.type === 'response.create');
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => creates().length >= 2, 5_000, 'the question asked of the realtime model');
+  await phone.silence(10_100);
+  await phone.until(() => creates().length >= 3, 5_000, "the text model's answer handed to the realtime voice");
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  return { fake, creates, call: await endedCall(s, callId) };
 }
 
 t.test('an idle Deepgram stream is kept alive, so it outlasts a long ring', async (t) => {
@@ -156,21 +177,9 @@ t.test('multimodal: when the realtime model fails a tool round, chat_llm_fallbac
 });
 
 t.test('multimodal: a realtime response that stalls is cancelled and the text model answers; the late cancelled done is not taken for that answer', async (t) => {
-  const { fake, chat, s } = await multimodalWithFallback(t);
-  fake.utterances.push('Where is my order?');
-  fake.realtimeReplies.push({ hang: true });
-  chat.scriptChat({ text: 'Sorry for the wait, your order ships today.' });
-  const { phone, callId } = await callIn(s);
-  await phone.untilAgentDone();
-  await phone.talk(800);
-  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 2, 5_000, 'the question asked of the realtime model');
-  await phone.silence(10_100);
-  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 3, 5_000, "the text model's answer handed to the realtime voice");
-  await phone.untilAgentDone();
-  phone.phone.hangUp();
-  const call = await endedCall(s, callId);
+  const { fake, creates, call } = await stalledTurn(t, 'Where is my order?', { hang: true }, 'Sorry for the wait, your order ships today.');
   t.ok(fake.realtimeEvents.some((e) => e.type === 'response.cancel'), 'the stalled response was cancelled');
-  t.match(fake.realtimeEvents.filter((e) => e.type === 'response.create').at(-1)!.response.instructions, /Sorry for the wait, your order ships today\./);
+  t.match(creates().at(-1)!.response.instructions, /Sorry for the wait, your order ships today\./);
   t.match(call.transcript, /user: Where is my order\?\nassistant: Sorry for the wait, your order ships today\.$/);
 });
 
@@ -203,19 +212,7 @@ t.test('multimodal: a realtime response that keeps streaming is not cut when it 
 });
 
 t.test('multimodal: a stalled response that starts late is not taken for the answer asked after it', async (t) => {
-  const { fake, chat, s } = await multimodalWithFallback(t);
-  fake.utterances.push('Is the shop open?');
-  fake.realtimeReplies.push({ text: 'A stale answer.', late: true });
-  chat.scriptChat({ text: 'Yes, until six.' });
-  const { phone, callId } = await callIn(s);
-  await phone.untilAgentDone();
-  await phone.talk(800);
-  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 2, 5_000, 'the question');
-  await phone.silence(10_100);
-  await phone.until(() => fake.realtimeEvents.filter((e) => e.type === 'response.create').length >= 3, 5_000, "the text model's answer");
-  await phone.untilAgentDone();
-  phone.phone.hangUp();
-  const call = await endedCall(s, callId);
+  const { fake, call } = await stalledTurn(t, 'Is the shop open?', { text: 'A stale answer.', late: true }, 'Yes, until six.');
   t.match(call.transcript, /user: Is the shop open\?\nassistant: Yes, until six\.$/);
   t.ok(fake.realtimeEvents.filter((e) => e.type === 'response.cancel').length >= 2, 'the late start was cancelled too');
 });

@@ -11,6 +11,7 @@ import t from 'tap';
 import WebSocket from 'ws';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { startTestPlatform } from './helpers/platform.js';
+import { opened } from './helpers/socket.js';
 
 const fake = await startFakeOpenAi(t);
 const api = await startTestPlatform(t, { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } });
@@ -38,11 +39,7 @@ async function connect(conversation: string): Promise<Client> {
       waiter.resolve(frame);
     }
   });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('open', () => resolve());
-    socket.once('error', reject);
-  });
-  t.teardown(() => socket.close());
+  await opened(t, socket);
   return {
     socket,
     frames,

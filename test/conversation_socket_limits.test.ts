@@ -7,6 +7,7 @@
 import t from 'tap';
 import WebSocket from 'ws';
 import { startTestPlatform } from './helpers/platform.js';
+import { opened } from './helpers/socket.js';
 
 const api = await startTestPlatform(t);
 const owner = await api.user();
@@ -15,11 +16,7 @@ const wsUrl = (id: string) => `${api.origin.replace('http', 'ws')}/ws/conversati
 
 async function open(id: string): Promise<{ socket: WebSocket; reply(text: string): Promise<any> }> {
   const socket = new WebSocket(wsUrl(id));
-  await new Promise<void>((resolve, reject) => {
-    socket.once('open', () => resolve());
-    socket.once('error', reject);
-  });
-  t.teardown(() => socket.close());
+  await opened(t, socket);
   return {
     socket,
     reply: (text) =>

@@ -82,9 +82,8 @@ export const assistantRow = z.object({
 });
 export type AssistantRow = z.infer<typeof assistantRow>;
 
-const selectAssistant = sql.fragment`
-  SELECT a.*, coalesce((SELECT array_agg(t.tool_id ORDER BY t.tool_id) FROM assistant_tools t WHERE t.assistant_id = a.id), '{}') AS tool_ids
-  FROM assistants a`;
+const toolIds = sql.fragment`coalesce((SELECT array_agg(t.tool_id ORDER BY t.tool_id) FROM assistant_tools t WHERE t.assistant_id = a.id), '{}') AS tool_ids`;
+const selectAssistant = sql.fragment`SELECT a.*, ${toolIds} FROM assistants a`;
 
 function value(column: string, settings: AssistantSettings): ValueExpression {
   const raw = settings[column as keyof AssistantSettings];
@@ -126,7 +125,7 @@ export type AssistantWithTools = AssistantRow & { readonly tools_version: string
 
 export async function findAssistantWithTools(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantWithTools | null> {
   return db.maybeOne(sql.type(assistantRow.extend({ tools_version: z.string() }))`
-    SELECT a.*, coalesce((SELECT array_agg(t.tool_id ORDER BY t.tool_id) FROM assistant_tools t WHERE t.assistant_id = a.id), '{}') AS tool_ids,
+    SELECT a.*, ${toolIds},
       coalesce((SELECT max(t.updated_at)::text FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = a.id), '') AS tools_version
     FROM assistants a WHERE a.id = ${id} AND a.user_id = ${userId}`);
 }
