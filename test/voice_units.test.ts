@@ -140,6 +140,34 @@ t.test('sentences are cut for speaking as they complete', async (t) => {
   t.same(chunker.flush(), ['Fine thanks']);
 });
 
+t.test('sentences: a short one waits for the next, long unpunctuated text is cut at a word, Chinese and Japanese ends count', async (t) => {
+  const chunker = new SentenceChunker();
+  t.same(chunker.push('Hi. '), [], 'too short to speak alone');
+  t.same(chunker.push('How can I help you today? Our'), ['Hi. How can I help you today?'], 'spoken with the sentence after it');
+  t.same(chunker.flush(), ['Our']);
+
+  // A short sentence, then more than MAX_SENTENCE characters with no end: once looped for ever.
+  const words = Array.from({ length: 60 }, (_, i) => `item${i}`).join(' ');
+  const pieces = [...chunker.push(`Ok. ${words}`), ...chunker.flush()];
+  t.ok(pieces.length >= 2, `${pieces.length} pieces`);
+  t.ok(pieces.every((piece) => piece.length <= 200), 'each piece at most 200 characters');
+  t.ok(pieces.slice(0, -1).every((piece) => /item\d+$/.test(piece)), 'cut between words');
+  t.equal(pieces.join(' '), `Ok. ${words}`, 'nothing lost or reordered');
+
+  const unbroken = 'x'.repeat(450);
+  t.same([...chunker.push(unbroken), ...chunker.flush()].map((piece) => piece.length), [200, 200, 50], 'no spaces at all: cut at 200');
+  const emoji = `${'y'.repeat(199)}😀${'y'.repeat(10)}`;
+  const halves = [...chunker.push(emoji), ...chunker.flush()];
+  t.equal(halves.join(''), emoji);
+  t.ok(halves.every((piece) => piece.isWellFormed()), 'an emoji is never split into its two halves');
+
+  t.same(chunker.push('您好，我可以帮您查询订单。请告诉我订单号！谢'), ['您好，我可以帮您查询订单。'], 'full-width ends need no space after them');
+  t.same(chunker.push('谢。'), [], 'the rest is still short');
+  t.same(chunker.flush(), ['请告诉我订单号！谢谢。']);
+  t.same(chunker.push('The total is 3.5 dollars'), [], 'a decimal point is not an end');
+  t.same(chunker.flush(), ['The total is 3.5 dollars']);
+});
+
 t.test('playout: the first frame at once, then each on its 20 ms schedule, marks, ambient bed, clear', async (t) => {
   const clock = new ManualClock(0);
   const sent: number[] = [];

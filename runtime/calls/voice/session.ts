@@ -132,19 +132,24 @@ const MACHINE_GREETING_MS = 3_500;
 /** A realtime response that shows no progress (started, audio, text, a function call) for this long is taken to have failed. */
 const REALTIME_RESPONSE_TIMEOUT_MS = 10_000;
 
+/** A sentence shorter than this is spoken together with the next one ("Hi. I can help with that."). */
+const MIN_SENTENCE = 12;
+/** Text running this long without a sentence end is cut at a word (or, without spaces, here) so speaking can start. */
+const MAX_SENTENCE = 200;
+/**
+ * The end of a sentence: Latin-script ends need the white space after them ("3.5" and "e.g." mid-word
+ * are not ends), the full-width ends of Chinese and Japanese do not; a line break always ends one.
+ */
+const SENTENCE_END = /[.!?…]+["'”’)\]]*\s+|[。！？]+["'”’」』)\]]*\s*|\n+/g;
+const SOFT_BREAK = /[\s,;:，、；：]/;
+
 /** Cuts streamed text into sentences to speak as soon as each one is complete. */
 export class SentenceChunker {
   private buffer = '';
   push(delta: string): string[] {
     this.buffer += delta;
     const out: string[] = [];
-    for (;;) {
-      const match = /[.!?…]+["')\]]?\s+|\n+/.exec(this.buffer);
-      if (!match || match.index + match[0].length < 12) {
-        if (match && this.buffer.length > 200) continue;
-        break;
-      }
-      const end = match.index + match[0].length;
+    for (let end = this.cut(); end !== undefined; end = this.cut()) {
       const sentence = this.buffer.slice(0, end).trim();
       this.buffer = this.buffer.slice(end);
       if (sentence) out.push(sentence);
@@ -155,6 +160,21 @@ export class SentenceChunker {
     const rest = this.buffer.trim();
     this.buffer = '';
     return rest ? [rest] : [];
+  }
+
+  /** Where the next piece to speak ends (always past the start, so every cut consumes text), or undefined to wait for more. */
+  private cut(): number | undefined {
+    SENTENCE_END.lastIndex = 0;
+    for (let match = SENTENCE_END.exec(this.buffer); match; match = SENTENCE_END.exec(this.buffer)) {
+      const end = match.index + match[0].length;
+      if (end > MAX_SENTENCE) break;
+      if (end >= MIN_SENTENCE) return end;
+    }
+    if (this.buffer.length <= MAX_SENTENCE) return undefined;
+    for (let at = MAX_SENTENCE; at > MIN_SENTENCE; at--) if (SOFT_BREAK.test(this.buffer[at - 1]!)) return at;
+    // Never between the two halves of a character outside the BMP (an emoji).
+    const high = this.buffer.charCodeAt(MAX_SENTENCE - 1);
+    return high >= 0xd800 && high <= 0xdbff ? MAX_SENTENCE - 1 : MAX_SENTENCE;
   }
 }
 
