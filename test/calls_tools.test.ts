@@ -160,6 +160,42 @@ t.test('after the caller hangs up, no further tool of the turn runs', async (t) 
   t.same(site.requests, ['/orders?order_id=A-1'], 'the second lookup never ran');
 });
 
+t.test('fillers: a function that takes its time gets one filler while it runs; one the model announced gets none', async (t) => {
+  const site = await startSite(t);
+  let release!: () => void;
+  site.route('/orders', () => ({ type: 'application/json', body: '{"status":"shipped"}', heldUntil: new Promise<void>((resolve) => (release = resolve)) }));
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { fillers: true, initial_message: 'Hi.' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } }, outboundAllowPrivate: true } });
+  const tool = await s.api.request('POST', '/user/tools', {
+    token: s.token,
+    body: { name: 'check_order', description: 'Looks up an order', endpoint: `${site.origin}/orders`, method: 'GET', timeout: 30, schema: [{ name: 'order_id', type: 'string', description: 'The order id' }] },
+  });
+  await s.api.request('PUT', `/user/assistant/${s.assistantId}`, { token: s.token, body: { tool_ids: [tool.body.data.id] } });
+  fake.scriptChat(
+    { toolCalls: [{ name: 'check_order', arguments: { order_id: 'A-1' } }] },
+    { text: 'Order A-1 has shipped.' },
+    { text: 'Let me look.', toolCalls: [{ name: 'check_order', arguments: { order_id: 'A-2' } }] },
+    { text: 'Order A-2 has shipped too.' },
+  );
+  const { phone, callId } = await callIn(s, ['Where is order A-1?', 'And order A-2?']);
+  const session = s.api.platform.runtime.services.voice.session(callId)!;
+  await phone.untilAgentDone();
+  for (const order of ['A-1', 'A-2']) {
+    await phone.talk(800);
+    await phone.until(() => site.requests.length > (order === 'A-1' ? 0 : 1), 5_000, `the lookup of ${order}`);
+    // Two seconds with the lookup held: the filler comes (or not) in that time.
+    const before = phone.heard.speechFrames;
+    await phone.silence(2_000);
+    if (order === 'A-1') t.ok(phone.heard.speechFrames > before + 5, 'a filler while the silent lookup runs');
+    release();
+    await phone.until(() => session.agentState === 'listening' && session.transcript.at(-1)?.text.includes('shipped') === true, 10_000, 'the answer');
+    await phone.untilAgentDone();
+  }
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.match(call.transcript, /\nuser: Where is order A-1\?\nassistant: (Let me check that\.|One moment while I look that up\.|Just a second, I am checking\.) Order A-1 has shipped\.\nuser: And order A-2\?\nassistant: Let me look\. Order A-2 has shipped too\.$/);
+});
+
 t.test('the caller speaks while tools run: the next turn gets every call answered, in order, and the call goes on', async (t) => {
   const site = await startSite(t);
   let release!: () => void;

@@ -1,7 +1,7 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { withClient } from './helpers/database.js';
 import { ADMIN_TOKEN } from './helpers/platform.js';
-import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
+import { callIn, endedCall, voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
 /**
  * Voice calls end to end over real sockets with the dev speech providers and the dev model, on a
@@ -152,13 +152,17 @@ t.test('ambient sound plays under the agent and while it is silent', async (t) =
   await endedCall(s, callId);
 });
 
-t.test('fillers: a short filler is spoken when the first token is slow; call metrics are exported', async (t) => {
+/**
+ * A pipeline call with fillers whose model holds its answer to the caller's one turn until the
+ * caller has heard something (the filler); the transcript once the caller hangs up.
+ */
+async function slowAnswerCall(t: Test, assistant: Record<string, unknown>, said: string, answer: string): Promise<{ s: VoiceSetup; transcript: string }> {
   const { startFakeOpenAi } = await import('./fakes/openai.js');
   const fake = await startFakeOpenAi(t);
-  const s = await voiceSetup(t, { fillers: true, initial_message: 'Hi.' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  const s = await voiceSetup(t, { fillers: true, ...assistant }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
   let release!: () => void;
-  fake.scriptChat({ text: 'Here is the answer.', heldUntil: new Promise<void>((resolve) => (release = resolve)) });
-  const { phone, callId } = await callIn(s, ['Tell me something.']);
+  fake.scriptChat({ text: answer, heldUntil: new Promise<void>((resolve) => (release = resolve)) });
+  const { phone, callId } = await callIn(s, [said]);
   await phone.untilAgentDone();
   await phone.talk(800);
   const afterTurn = phone.heard.speechFrames;
@@ -167,8 +171,12 @@ t.test('fillers: a short filler is spoken when the first token is slow; call met
   const session = s.api.platform.runtime.services.voice.session(callId)!;
   await phone.until(() => session.transcript.length === 3 && session.agentState === 'listening', 30_000, 'the answer after the filler');
   phone.phone.hangUp();
-  const call = await endedCall(s, callId);
-  t.match(call.transcript, /\nuser: Tell me something\.\nassistant: (One moment\.|Let me see\.|Sure, just a second\.) Here is the answer\.$/);
+  return { s, transcript: (await endedCall(s, callId)).transcript };
+}
+
+t.test('fillers: a short filler is spoken when the first token is slow; call metrics are exported', async (t) => {
+  const { s, transcript } = await slowAnswerCall(t, { initial_message: 'Hi.' }, 'Tell me something.', 'Here is the answer.');
+  t.match(transcript, /\nuser: Tell me something\.\nassistant: (One moment\.|Let me see\.|Sure, just a second\.) Here is the answer\.$/);
   const metrics = await s.api.request('GET', '//metrics');
   t.match(metrics.body, /active_calls\{mode="pipeline"\} 0/);
   t.match(metrics.body, /call_turns_total\{mode="pipeline"\} 1/);
@@ -178,6 +186,14 @@ t.test('fillers: a short filler is spoken when the first token is slow; call met
   const lateness = (le: string) => Number(new RegExp(`call_audio_frame_lateness_seconds_${le} (\\d+)`).exec(metrics.body)?.[1]);
   t.ok(lateness('count') > 50, 'the lateness of every scheduled frame is measured');
   t.equal(lateness('bucket\\{le="0.005"\\}'), lateness('count'), 'on a 5 ms ticker no frame leaves later than that');
+});
+
+t.test('fillers speak the language of the call; every language of the catalog has its own', async (t) => {
+  const { FILLER_LANGUAGES } = await import('../runtime/calls/voice/fillers.js');
+  const { s, transcript } = await slowAnswerCall(t, { language_id: 2, voice_id: 6, initial_message: 'Hallo.' }, 'Erzähl mir etwas.', 'Hier ist die Antwort.');
+  t.match(transcript, /\nuser: Erzähl mir etwas\.\nassistant: (Einen Moment\.|Mal sehen\.|Einen Augenblick, bitte\.) Hier ist die Antwort\.$/);
+  const languages = (await s.api.request('GET', '/user/assistants/languages', { token: s.token })).body as Array<{ iso_2: string }>;
+  t.same(languages.map((l) => l.iso_2).filter((code) => !FILLER_LANGUAGES.includes(code)), [], 'no language without fillers');
 });
 
 t.test("a null character in the model's answer: the call's transcript is saved with it replaced", async (t) => {

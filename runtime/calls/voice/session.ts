@@ -10,6 +10,7 @@ import type { Builtin, BuiltinEffect } from './builtins.js';
 import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
 import { Playout, heardText, type Segment } from './playout.js';
 import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
+import { filler as fillerPhrase, type FillerKind } from './fillers.js';
 import { SpeechQueue } from './speechQueue.js';
 import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
 
@@ -124,7 +125,7 @@ const GOODBYES: Record<string, string> = {
   voicemail: 'Say a short goodbye.',
   initial_silence: 'Nobody has answered. Say a short goodbye.',
 };
-const FILLERS = ['One moment.', 'Let me see.', 'Sure, just a second.'];
+/** Silence before a filler: the model's first words, or a function's result, taking longer than this. */
 const FILLER_DELAY_MS = 800;
 const FINAL_TRANSCRIPT_WAIT_MS = 1_500;
 const DTMF_WAIT_MS = 1_500;
@@ -137,10 +138,10 @@ const MIN_SENTENCE = 12;
 /** Text running this long without a sentence end is cut at a word (or, without spaces, here) so speaking can start. */
 const MAX_SENTENCE = 200;
 /**
- * The end of a sentence: Latin-script ends need the white space after them ("3.5" and "e.g." mid-word
- * are not ends), the full-width ends of Chinese and Japanese do not; a line break always ends one.
+ * The end of a sentence: Latin-script ends (and the Devanagari danda and Arabic question mark) need
+ * the white space after them ("3.5" is not an end), the full-width ends of Chinese and Japanese do not; a line break always ends one.
  */
-const SENTENCE_END = /[.!?…]+["'”’)\]]*\s+|[。！？]+["'”’」』)\]]*\s*|\n+/g;
+const SENTENCE_END = /[.!?…।؟]+["'”’)\]]*\s+|[。！？]+["'”’」』)\]]*\s*|\n+/g;
 const SOFT_BREAK = /[\s,;:，、；：]/;
 
 /** Cuts streamed text into sentences to speak as soon as each one is complete. */
@@ -679,8 +680,26 @@ export class CallSession {
     const effects: BuiltinEffect[] = [];
     const speech = new SpeechQueue();
     const say = (sentence: string) => speech.add(() => this.speakSegment(sentence, signal, started));
-    let filler: unknown;
+    // One filler at most per response, after FILLER_DELAY_MS of silence: while the model has not begun
+    // (or not resumed after a tool round), or while a function it called without a word first runs.
+    // Anything the model has said by then makes it unneeded.
     let heardAnything = false;
+    let fillerSaid = false;
+    let filler: unknown;
+    const fillIn = (kind: FillerKind) => {
+      if (!this.spec.fillers || fillerSaid || heardAnything) return;
+      filler = this.clock.setTimeout(() => {
+        filler = undefined;
+        const phrase = fillerPhrase(this.language.code, kind, this.spec.callId);
+        if (phrase === undefined || heardAnything || signal.aborted) return;
+        fillerSaid = true;
+        say(phrase);
+      }, FILLER_DELAY_MS);
+    };
+    const stopFiller = () => {
+      if (filler !== undefined) this.clock.clearTimeout(filler);
+      filler = undefined;
+    };
     // A tool round joins the call's history whole: the calls, then an answer to each (one cut off by
     // a barge-in or hang-up says so), at once when the response is aborted, so the next turn's
     // model never sees calls without their results. Words spoken around it join as heard.
@@ -694,14 +713,10 @@ export class CallSession {
       toolRound = undefined;
     };
     signal.addEventListener('abort', recordToolRound, { once: true });
-    if (this.spec.fillers) {
-      filler = this.clock.setTimeout(() => {
-        filler = undefined;
-        if (!heardAnything && !signal.aborted) say(FILLERS[this.spec.callId % FILLERS.length]!);
-      }, FILLER_DELAY_MS);
-    }
     try {
       for (let round = 0; !signal.aborted; round++) {
+        // After a tool round the model is still working on what the caller asked.
+        fillIn(round === 0 ? 'wait' : 'tool');
         const chunker = new SentenceChunker();
         const asked = performance.now();
         let first = true;
@@ -723,10 +738,11 @@ export class CallSession {
           this.logger,
           { callId: this.spec.callId },
         );
+        stopFiller();
         if (signal.aborted) break;
         for (const sentence of chunker.flush()) say(sentence);
         if (result.calls.length === 0) break;
-        heardAnything = true;
+        fillIn('tool');
         messages.push({ role: 'assistant', content: result.text || null, toolCalls: result.calls });
         toolRound = { calls: result.calls, results: new Map() };
         for (const call of result.calls) {
@@ -737,11 +753,12 @@ export class CallSession {
           messages.push(message);
           toolRound?.results.set(call.id, message);
         }
+        stopFiller();
         recordToolRound();
       }
       await speech.done();
     } finally {
-      if (filler !== undefined) this.clock.clearTimeout(filler);
+      stopFiller();
       signal.removeEventListener('abort', recordToolRound);
     }
     return outcomeOf(effects);
