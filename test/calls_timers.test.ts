@@ -87,6 +87,21 @@ t.test('re-engagement after max_silence_duration, repeated every reengagement_in
   t.equal(call.transcript, ['assistant: Hello, this is Bot.', 'assistant: Are you still there?', 'assistant: Are you still there?', 'user: I am here.', 'assistant: Thanks for your message. You wrote: "I am here."'].join('\n'));
 });
 
+t.test("the model is told the call's language: in the system prompt, the languages it may switch to, and for each goodbye and re-engagement", async (t) => {
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const fake = await startFakeOpenAi(t);
+  const assistant = { language_id: 2, voice_id: 6, secondary_language_ids: [3, 4], system_prompt: 'You answer for ACME.', max_silence_duration: 2, max_duration: 20 };
+  const s = await voiceSetup(t, assistant, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.closed, 25_000, 'the end of the call');
+  await endedCall(s, callId);
+  const asked = fake.requests.filter((r) => r.path.endsWith('/chat/completions')).map((r) => r.body.messages as Array<{ role: string; content: string }>);
+  t.ok(asked.length >= 2, `${asked.length} requests`);
+  t.match(asked[0]![0]!.content, /^You answer for ACME\.\n\n.* Speak German; when the caller speaks French or Spanish, answer in their language\.\n/);
+  t.match(asked[0]!.at(-1), { role: 'system', content: /whether they are still there\. Speak German\.$/ }, 'the re-engagement');
+  t.match(asked.at(-1)!.at(-1), { role: 'system', content: /time limit\. Say a short, friendly goodbye\. Speak German\.$/ }, 'the goodbye');
+});
+
 t.test('wait_for_customer: silence until the caller speaks, then the greeting', async (t) => {
   const s = await voiceSetup(t, { wait_for_customer: true });
   const { phone, callId } = await callIn(s, ['Hello?']);

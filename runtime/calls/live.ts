@@ -109,6 +109,13 @@ export function localTime(now: number, timezone: string): string {
 }
 const VOICE_STYLE = 'You are speaking on a live phone call. Answer in short, natural spoken sentences, without lists, markdown or emojis.';
 
+/** The call's language for the model (whatever the language of the prompt), and the others it may switch to. */
+function languageLine(languages: readonly { name: string }[]): string {
+  const [primary, ...others] = languages.map((l) => l.name);
+  if (others.length === 0) return `Speak ${primary}.`;
+  return `Speak ${primary}; when the caller speaks ${others.join(' or ')}, answer in their language.`;
+}
+
 interface Live {
   readonly session: CallSession;
   readonly ownerId: number;
@@ -248,7 +255,7 @@ export function createVoiceService(deps: VoiceDeps) {
       ownerId: assistant.user_id,
       type,
       mode,
-      systemPrompt: `${renderTemplate(assistant.system_prompt, merged)}\n\n${VOICE_STYLE}\n${localTime(clock.now(), assistant.timezone)}`,
+      systemPrompt: `${renderTemplate(assistant.system_prompt, merged)}\n\n${VOICE_STYLE} ${languageLine(languages)}\n${localTime(clock.now(), assistant.timezone)}`,
       greeting: assistant.initial_message ? renderTemplate(assistant.initial_message, merged) : null,
       waitForCustomer: assistant.wait_for_customer,
       timers: {

@@ -483,6 +483,11 @@ export class CallSession {
     });
   }
 
+  /** An instruction for one response (a goodbye, a re-engagement), in English, said in the call's current language. */
+  private inLanguage(instruction: string): string {
+    return `${instruction} Speak ${this.language.name}.`;
+  }
+
   private switchLanguage(code: string): void {
     if (code === this.language.code) return;
     const next = this.spec.languages.find((l) => l.code === code);
@@ -658,7 +663,7 @@ export class CallSession {
       if (knowledge && messages[0]?.role === 'system') messages[0] = { role: 'system', content: `${messages[0].content}\n\n${knowledge}` };
     } else {
       functions = [];
-      messages.push({ role: 'system', content: request.kind === 'reengage' ? this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT : GOODBYES[request.reason]! });
+      messages.push({ role: 'system', content: this.inLanguage(request.kind === 'reengage' ? this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT : GOODBYES[request.reason]!) });
     }
     return this.modelLoop(messages, functions, signal, started, request.kind === 'turn' ? request.text : '');
   }
@@ -784,9 +789,9 @@ export class CallSession {
     const effects: BuiltinEffect[] = [];
     const instructions =
       request.kind === 'reengage'
-        ? this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT
+        ? this.inLanguage(this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT)
         : request.kind === 'goodbye'
-          ? GOODBYES[request.reason]
+          ? this.inLanguage(GOODBYES[request.reason]!)
           : request.kind === 'greeting' || request.kind === 'voicemail'
             ? `${SAY_EXACTLY}"${request.text}"`
             : undefined;
