@@ -136,9 +136,9 @@ t.test('multimodal with OpenAI Realtime: session, greeting, turn, barge-in trunc
   t.ok(greetingHeard.length < 80, `greeting cut to "${greetingHeard}"`);
 });
 
-t.test('dualplex with OpenAI Realtime (text) and OpenAI TTS', async (t) => {
+t.test('dualplex with OpenAI Realtime (text) and OpenAI TTS; endpoint_type ai is its semantic end-of-turn detection', async (t) => {
   const fake = await startFakeSpeech(t, keys);
-  const s = await voiceSetup(t, { mode: 'dualplex', voice_id: 16, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call' }, { config: speechConfig(fake) });
+  const s = await voiceSetup(t, { mode: 'dualplex', voice_id: 16, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call', endpoint_type: 'ai', endpoint_sensitivity: 2 }, { config: speechConfig(fake) });
   fake.utterances.push('What is the weather?');
   fake.realtimeReplies.push({ text: 'It is sunny today.' });
   const { phone, callId } = await callIn(s);
@@ -150,6 +150,7 @@ t.test('dualplex with OpenAI Realtime (text) and OpenAI TTS', async (t) => {
   phone.phone.hangUp();
   const call = await endedCall(s, callId);
   t.match(fake.realtimeEvents[0]!.session, { modalities: ['text'] });
+  t.same(fake.realtimeEvents[0]!.session.turn_detection, { type: 'semantic_vad', eagerness: 'low', create_response: false, interrupt_response: false }, 'a patient caller (2 s of silence asked): low eagerness');
   t.same(fake.ttsRequests.map((r) => [r.vendor, r.body.voice, r.body.input, r.body.response_format]), [
     ['openai', 'alloy', 'Hello, this is Bot.', 'pcm'],
     ['openai', 'alloy', 'It is sunny today.', 'pcm'],

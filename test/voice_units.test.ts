@@ -5,7 +5,7 @@ import { NoiseSuppressor } from '../runtime/calls/voice/denoise.js';
 import { Playout } from '../runtime/calls/voice/playout.js';
 import { Resampler } from '../runtime/calls/voice/providers.js';
 import { SentenceChunker } from '../runtime/calls/voice/session.js';
-import { EnergyVad, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished } from '../runtime/calls/voice/turns.js';
+import { EnergyVad, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished, semanticEagerness } from '../runtime/calls/voice/turns.js';
 import { withinBusinessHours } from '../runtime/calls/voice/builtins.js';
 import { MediaMessageWriter, base64Into, mediaPayload, mediaPrefix } from '../runtime/calls/mediaStream.js';
 
@@ -91,6 +91,7 @@ t.test('turn policy: documented mappings, unfinished words, backchannels, busine
   t.equal(endpointDelayMs(4, 'ai', 'and'), 6_000);
   t.equal(interruptDelayMs(0.5), 500);
   t.equal(interruptDelayMs(0), 60);
+  t.same([0, 0.3, 0.5, 1, 1.5, 5].map((sensitivity) => semanticEagerness(endpointDelayMs(sensitivity, 'vad', ''))), ['high', 'high', 'medium', 'medium', 'low', 'low']);
   for (const text of ['I want to order and', 'so, um', 'it is 4 5', 'because', 'wait,']) t.ok(looksUnfinished(text), text);
   for (const text of ['That is all.', 'Really?', '']) t.notOk(looksUnfinished(text), text);
   for (const text of ['mm-hmm', 'Okay.', 'yeah yeah', 'uh-huh', 'I see']) t.ok(isBackchannel(text), text);

@@ -80,6 +80,8 @@ export interface RealtimeOptions {
   readonly turnDetectionThreshold: number | null;
   /** Silence that ends a turn, from `endpoint_sensitivity`. */
   readonly silenceMs: number;
+  /** `endpoint_type`: `ai` asks the vendor's semantic end-of-turn detection (how eager from `silenceMs`) instead of silence alone. */
+  readonly endpointType: 'vad' | 'ai';
   /** `audio` (multimodal) or `text` (dualplex: the assistant's own TTS speaks it). */
   readonly output: 'audio' | 'text';
   /** `speech_speed` (0.7-1.2) for the model's own voice (multimodal). */

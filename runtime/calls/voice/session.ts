@@ -508,6 +508,7 @@ export class CallSession {
       temperature: this.spec.temperature,
       turnDetectionThreshold: threshold,
       silenceMs: endpointDelayMs(this.spec.endpointSensitivity, 'vad', ''),
+      endpointType: this.spec.endpointType,
       output: this.spec.mode === 'dualplex' ? 'text' : 'audio',
       speed: this.spec.voiceSettings.speed,
       onEvent: (event) => this.realtimeEvent(event),

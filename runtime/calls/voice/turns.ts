@@ -67,6 +67,14 @@ export function endpointDelayMs(sensitivity: number, type: 'vad' | 'ai', transcr
   return Math.min(MAX_AI_ENDPOINT_MS, Math.max(base * 2, base + 700));
 }
 
+/**
+ * How eager a vendor's semantic end-of-turn detection (OpenAI's `semantic_vad`) should be for the
+ * silence `endpoint_sensitivity` asks of plain VAD: `high` answers within 2 s, `medium` 4 s, `low` 8 s.
+ */
+export function semanticEagerness(silenceMs: number): 'high' | 'medium' | 'low' {
+  return silenceMs <= 300 ? 'high' : silenceMs <= 1_000 ? 'medium' : 'low';
+}
+
 /** Caller speech over the agent needed to interrupt it. */
 export function interruptDelayMs(sensitivity: number): number {
   return clamp(Math.round(sensitivity * 1000), MIN_INTERRUPT_MS, MAX_ENDPOINT_MS);

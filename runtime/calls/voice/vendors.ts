@@ -2,6 +2,7 @@ import WebSocket from 'ws';
 import { stallGuard } from '../../net/stall.js';
 import { bytesToSamples, samplesToBytes, SAMPLE_RATE } from './audio.js';
 import { Resampler, type RealtimeEvent, type RealtimeOptions, type RealtimeProvider, type RealtimeSession, type SttOptions, type SttProvider, type SttStream, type TtsProvider, type TtsRequest } from './providers.js';
+import { semanticEagerness } from './turns.js';
 
 /**
  * Speech vendors over their public wire protocols:
@@ -243,7 +244,10 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
           input_audio_format: 'pcm16',
           output_audio_format: 'pcm16',
           input_audio_transcription: { model: 'whisper-1' },
-          turn_detection: { type: 'server_vad', threshold: options.turnDetectionThreshold ?? 0.5, prefix_padding_ms: 300, silence_duration_ms: options.silenceMs, create_response: false, interrupt_response: false },
+          turn_detection:
+            options.endpointType === 'ai'
+              ? { type: 'semantic_vad', eagerness: semanticEagerness(options.silenceMs), create_response: false, interrupt_response: false }
+              : { type: 'server_vad', threshold: options.turnDetectionThreshold ?? 0.5, prefix_padding_ms: 300, silence_duration_ms: options.silenceMs, create_response: false, interrupt_response: false },
           tools: options.tools.map((fn) => ({ type: 'function', name: fn.name, description: fn.description, parameters: fn.parameters })),
           tool_choice: 'auto',
           temperature: Math.min(1.2, Math.max(0.6, options.temperature)),
