@@ -7,9 +7,10 @@ import { OwnerBalances } from '../runtime/calls/balances.js';
 
 t.test('ends, commits and reads', async (t) => {
   const balances = new OwnerBalances();
-  balances.know(7, 1);
-  balances.know(7, 5);
-  t.equal(balances.available(7), 1, 'the first figure stands until a read');
+  const before = balances.versionOf(7);
+  balances.know(7, 1, balances.versionOf(7));
+  balances.know(7, 5, before);
+  t.equal(balances.available(7), 1, "a start whose read began before the first figure existed does not replace it");
   t.equal(balances.available(8), 0, 'an unknown owner has nothing');
 
   balances.ended(7, 0.3);
@@ -31,8 +32,17 @@ t.test('ends, commits and reads', async (t) => {
   balances.committed(7, 0.2, 0.1);
   t.equal(balances.available(7), 0.4, 'a charge cut short by the balance takes only what it charged');
 
+  const topUp = balances.versionOf(7);
+  balances.know(7, 100.4, topUp);
+  t.equal(balances.available(7), 100.4, "a call's start reads a top-up: it counts at once for every call of the owner");
+  const overlapped = balances.versionOf(7);
+  balances.ended(7, 1);
+  balances.know(7, 100.4, overlapped);
+  t.equal(balances.available(7), 99.4, 'a start whose read overlapped a local charge keeps the figure');
+  balances.committed(7, 1, 1);
+
   balances.retain(new Set());
   t.same(balances.ids(), [], 'owners without calls or pending charges are forgotten');
-  balances.know(7, 2);
+  balances.know(7, 2, balances.versionOf(7));
   t.equal(balances.available(7), 2);
 });

@@ -9,9 +9,20 @@
 export class OwnerBalances {
   private readonly owners = new Map<number, { stored: number; pending: number; version: number }>();
 
-  /** The owner's balance as read at a call's start (kept when already known). */
-  know(ownerId: number, balance: number): void {
-    if (!this.owners.has(ownerId)) this.owners.set(ownerId, { stored: balance, pending: 0, version: 0 });
+  /** Where the owner's figure stands before a read of their balance (for `know`). */
+  versionOf(ownerId: number): number {
+    return this.owners.get(ownerId)?.version ?? -1;
+  }
+
+  /**
+   * The owner's balance as read at a call's start, `version` taken before the read: it replaces the
+   * figure (a top-up since the last periodic read counts at once) unless a local charge or commit
+   * moved it meanwhile, or another call's start became the first figure.
+   */
+  know(ownerId: number, balance: number, version: number): void {
+    const owner = this.owners.get(ownerId);
+    if (!owner) this.owners.set(ownerId, { stored: balance, pending: 0, version: 0 });
+    else if (owner.version === version) owner.stored = balance;
   }
 
   /** What the owner has left for running calls. */

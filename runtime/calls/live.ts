@@ -304,6 +304,7 @@ export function createVoiceService(deps: VoiceDeps) {
     assistant: AssistantRow,
     call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
   ): Promise<{ id: number; token: string; entry: Live }> {
+    const balanceVersion = balances.versionOf(assistant.user_id);
     const balance = await userBalance(pool, assistant.user_id);
     if (balance <= 0) throw new PlatformError('insufficient_balance');
     const rate = await rateOf(assistant.user_id, assistant.mode, call.type, call.assistantNumber);
@@ -363,7 +364,7 @@ export function createVoiceService(deps: VoiceDeps) {
       ended,
       resolveEnded,
     };
-    balances.know(assistant.user_id, balance);
+    balances.know(assistant.user_id, balance, balanceVersion);
     live.set(id, entry);
     armHeartbeat();
     if (call.status === 'ringing') session.send({ type: 'RINGING' });
