@@ -46,6 +46,19 @@ t.test('register validates its input', async (t) => {
   t.same(wrongTypes.body.errors.name, ['The name must be a string.']);
 });
 
+t.test('a long email is refused on its length before any pattern runs (no backtracking on 400 KB)', async (t) => {
+  const hostile = `${'@.'.repeat(200_000)} `;
+  for (const path of ['/auth/login', '/auth/register']) {
+    const res = await api.request('POST', path, { body: { name: 'Eve', email: hostile, password: 'password123' } });
+    t.equal(res.status, 422, path);
+    t.same(res.body.errors.email, ['The email may not be greater than 255 characters.'], path);
+  }
+  const twoAts = await api.request('POST', '/auth/register', { body: { name: 'Eve', email: 'eve@x@example.com', password: 'password123' } });
+  t.same(twoAts.body.errors, { email: ['The email must be a valid email address.'] });
+  const fine = await api.request('POST', '/auth/register', { body: { name: 'Eve', email: 'eve+tag@mail.example.co.uk', password: 'password123' } });
+  t.equal(fine.status, 201);
+});
+
 t.test('login issues a 30-day session token; bad credentials are 401', async (t) => {
   await api.request('POST', '/auth/register', { body: { name: 'Bob', email: 'bob@example.com', password: 'password123' } });
   const before = Date.now();
