@@ -2,10 +2,11 @@
  * Chunking and robots.txt (pure parts of ingestion):
  * 1. chunks are about 800 characters with about 15% overlap and never cut a word.
  * 2. the heading in force starts every chunk; a new heading, PDF page or web page starts a new chunk.
- * 3. robots.txt groups, longest-match precedence, wildcards and `$`.
+ * 3. robots.txt groups, longest-match precedence, wildcards and `$`; hostile files parse and match
+ *    in linear time.
  */
 import t from 'tap';
-import { parseRobots, robotsAllows } from '../runtime/knowledge/crawler.js';
+import { parseRobots, patternMatches, robotsAllows } from '../runtime/knowledge/crawler.js';
 import { chunkBlocks } from '../workers/text.js';
 
 const words = (n: number, prefix = 'word') => Array.from({ length: n }, (_, i) => `${prefix}${i}`).join(' ');
@@ -61,4 +62,33 @@ t.test('robots.txt', async (t) => {
   const ours = parseRobots('User-agent: *\nAllow: /\n\nUser-agent: AssistantPlatformBot\nDisallow: /\n');
   t.notOk(robotsAllows(ours, '/anything'), 'a group naming us wins over *');
   t.ok(robotsAllows(parseRobots(''), '/x'));
+});
+
+t.test('robots.txt patterns match as the regular expressions they stand for, without backtracking', async (t) => {
+  const reference = (pattern: string, path: string) => {
+    const anchored = pattern.endsWith('$');
+    const body = (anchored ? pattern.slice(0, -1) : pattern).split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*');
+    return new RegExp(`^${body}${anchored ? '$' : ''}`).test(path);
+  };
+  // A small alphabet makes overlaps and repeats common: the cases greedy matching could get wrong.
+  let seed = 7;
+  const random = (n: number) => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31), seed % n);
+  const pick = (alphabet: string, length: number) => Array.from({ length }, () => alphabet[random(alphabet.length)]).join('');
+  let disagreements = 0;
+  for (let i = 0; i < 5_000; i++) {
+    const pattern = `/${pick('ab*', random(7))}${random(3) === 0 ? '$' : ''}`;
+    const path = `/${pick('ab', random(9))}`;
+    if (patternMatches(pattern, path) !== reference(pattern, path)) disagreements++;
+  }
+  t.equal(disagreements, 0, '5,000 random patterns and paths');
+
+  // As a regular expression, eight stars against 2,000 characters would not finish.
+  const rules = parseRobots(`User-agent: *\nDisallow: /${'*a'.repeat(8)}*b\nDisallow: /${'*a'.repeat(8)}$\n`);
+  t.ok(robotsAllows(rules, `/${'a'.repeat(2_000)}b`) === false && robotsAllows(rules, `/${'a'.repeat(2_000)}c`), 'decided at once');
+
+  // Comments end at the line's end, and a lone CR ends a line (RFC 9309); 200,000 '#' are one cheap comment.
+  const commented = parseRobots(`User-agent: *\r${'#'.repeat(200_000)}\rDisallow: /private # not /public\r`);
+  t.same(commented, { allow: [], disallow: ['/private'] });
+  const many = parseRobots(`User-agent: *\n${Array.from({ length: 6_000 }, (_, i) => `Disallow: /p${i % 5_500}`).join('\n')}\nDisallow: /${'x'.repeat(3_000)}\n`);
+  t.equal(many.disallow.length, 5_000, 'repeats merged, at most 5,000 rules kept; one longer than any path checked is dropped');
 });

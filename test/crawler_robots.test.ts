@@ -7,6 +7,7 @@ import t from 'tap';
 import { createCrawler } from '../runtime/knowledge/crawler.js';
 import type { OutboundFetch } from '../runtime/net/outbound.js';
 import type { WorkerPool } from '../runtime/workers.js';
+import { htmlBlocks } from '../workers/extract.js';
 
 t.test('robots.txt answers expire after an hour, and only 1,000 sites are remembered', async (t) => {
   const asked: string[] = [];
@@ -31,4 +32,34 @@ t.test('robots.txt answers expire after an hour, and only 1,000 sites are rememb
   t.same(asked, [], 'a recent site is still known');
   await crawl('a.example');
   t.same(asked, ['a.example'], 'the oldest was forgotten to keep 1,000');
+});
+
+t.test('a page of links robots.txt refuses: only the first 200 new ones are looked at; a page hands back at most 1,000 links', async (t) => {
+  const fetched: string[] = [];
+  const anchors = (paths: string[]) => `<html><body><p>Start page.</p>${paths.map((p) => `<a href="${p}">${p}</a>`).join('')}</body></html>`;
+  const pages: Record<string, string> = {
+    '/refused-first': anchors([...Array.from({ length: 250 }, (_, i) => `/private/${i}`), '/open/1', '/open/2']),
+    '/refused-fewer': anchors([...Array.from({ length: 150 }, (_, i) => `/private/${i}`), '/open/1', '/open/2']),
+  };
+  const fetch: OutboundFetch = async (url) => {
+    const { pathname } = new URL(url);
+    fetched.push(pathname);
+    if (pathname === '/robots.txt') return { status: 200, headers: { 'content-type': 'text/plain' }, body: Buffer.from('User-agent: *\nDisallow: /private\n'), truncated: false, url };
+    const html = pages[pathname];
+    return html
+      ? { status: 200, headers: { 'content-type': 'text/html' }, body: Buffer.from(html), truncated: false, url }
+      : { status: 200, headers: { 'content-type': 'text/plain' }, body: Buffer.from(`Page ${pathname}.`), truncated: false, url };
+  };
+  const workers = { extractHtml: async (input: { html: string; url: string }) => htmlBlocks(input.html, input.url) } as unknown as WorkerPool;
+  const crawler = createCrawler({ fetch, workers });
+
+  const beyond = await crawler.crawl({ url: 'http://site.example/refused-first' });
+  t.same(beyond.pages, ['http://site.example/refused-first'], 'the open links come after 250 refused ones: not reached');
+  const within = await crawler.crawl({ url: 'http://site.example/refused-fewer' });
+  t.same(within.pages, ['http://site.example/refused-fewer', 'http://site.example/open/1', 'http://site.example/open/2'], 'after 150 refused ones they are');
+  t.notOk(fetched.some((path) => path.startsWith('/private')), 'nothing robots.txt refuses was fetched');
+
+  const crowded = htmlBlocks(anchors(Array.from({ length: 1_500 }, (_, i) => `/p${i}`)), 'http://site.example/');
+  t.equal(crowded.links.length, 1_000);
+  t.equal(crowded.links.at(-1), 'http://site.example/p999', 'the first 1,000, in document order');
 });

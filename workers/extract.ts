@@ -117,6 +117,8 @@ export function extractTxt(bytes: Uint8Array): Block[] {
   return blocks;
 }
 
+/** Distinct links of a page handed back to the crawler. */
+const MAX_PAGE_LINKS = 1_000;
 const SKIP = new Set(['script', 'style', 'nav', 'footer', 'noscript', 'svg', 'template', 'iframe', 'head', 'form', 'button', 'select']);
 const BLOCK = new Set([
   'p', 'div', 'section', 'article', 'main', 'aside', 'header', 'ul', 'ol', 'dl', 'table', 'thead', 'tbody', 'tfoot',
@@ -194,8 +196,10 @@ export function htmlBlocks(html: string, pageUrl?: string): HtmlResult {
 
   const links: string[] = [];
   if (pageUrl) {
+    // The crawler follows at most 50 (and looks at 200 new ones per page): a page of 100,000 links need not send them all back.
     const seen = new Set<string>();
     $('a[href]').each((_, a) => {
+      if (links.length >= MAX_PAGE_LINKS) return false;
       try {
         const link = new URL($(a).attr('href') ?? '', pageUrl);
         if (link.protocol !== 'http:' && link.protocol !== 'https:') return;

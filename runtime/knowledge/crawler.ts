@@ -15,6 +15,9 @@ const PAGE_MAX_BYTES = 5 * 1024 * 1024;
 /** Links to these are not pages; they are not followed (nor counted against the link limit). */
 const NOT_PAGES = /\.(?:png|jpe?g|gif|webp|svg|ico|bmp|tiff?|pdf|zip|gz|tgz|rar|7z|exe|dmg|msi|mp3|mp4|m4a|wav|ogg|webm|mov|avi|css|js|mjs|json|xml|woff2?|ttf|eot)$/i;
 
+/** New same-site links of one page looked at for following (the limit is at most 50 followed). */
+const MAX_EXAMINED_LINKS = 200;
+
 /** A failure that no retry will fix (robots, 404, not HTML): the document fails with this message. */
 export class CrawlError extends Error {
   override readonly name = 'CrawlError';
@@ -30,8 +33,9 @@ export function parseRobots(text: string, agentToken = 'assistantplatformbot'): 
   const groups: Array<{ agents: string[]; allow: string[]; disallow: string[] }> = [];
   let current: (typeof groups)[number] | undefined;
   let lastWasAgent = false;
-  for (const rawLine of text.split(/\r?\n/)) {
-    const line = rawLine.replace(/#.*$/, '').trim();
+  for (const rawLine of text.split(/\r\n|\r|\n/)) {
+    const hash = rawLine.indexOf('#');
+    const line = (hash === -1 ? rawLine : rawLine.slice(0, hash)).trim();
     const match = /^([A-Za-z-]+)\s*:\s*(.*)$/.exec(line);
     if (!match) continue;
     const field = match[1]!.toLowerCase();
@@ -44,22 +48,52 @@ export function parseRobots(text: string, agentToken = 'assistantplatformbot'): 
     }
     lastWasAgent = false;
     if (!current) continue;
-    if (field === 'allow' && value) current.allow.push(value);
-    if (field === 'disallow' && value) current.disallow.push(value);
+    // A rule longer than any path checked (MAX_PATH) can match none of them.
+    if (!value || value.replaceAll('*', '').length > MAX_PATH + 1) continue;
+    if (field === 'allow') current.allow.push(value);
+    if (field === 'disallow') current.disallow.push(value);
   }
   const ours = groups.filter((g) => g.agents.some((a) => a !== '*' && agentToken.includes(a)));
   const chosen = ours.length > 0 ? ours : groups.filter((g) => g.agents.includes('*'));
-  return { allow: chosen.flatMap((g) => g.allow), disallow: chosen.flatMap((g) => g.disallow) };
+  const rules = (list: string[]) => [...new Set(list)].slice(0, MAX_RULES);
+  return { allow: rules(chosen.flatMap((g) => g.allow)), disallow: rules(chosen.flatMap((g) => g.disallow)) };
 }
 
-function patternMatches(pattern: string, path: string): boolean {
+/** Rules kept per list (a robots.txt may have 512 KiB of them; each link is checked against every one). */
+const MAX_RULES = 5_000;
+/** Links whose path and query are longer are not followed, nor checked. */
+const MAX_PATH = 2_048;
+
+/**
+ * Whether a robots.txt pattern (`*` any characters, a final `$` the end of the path) matches the
+ * path from its start. Each piece between stars is placed at its first occurrence after the one
+ * before, which is where any match can put it, so no backtracking: linear in the path for each
+ * piece, where a regular expression with several `.*` backtracks polynomially.
+ */
+export function patternMatches(pattern: string, path: string): boolean {
   const anchored = pattern.endsWith('$');
-  const body = (anchored ? pattern.slice(0, -1) : pattern).split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*');
-  return new RegExp(`^${body}${anchored ? '$' : ''}`).test(path);
+  const pieces = (anchored ? pattern.slice(0, -1) : pattern).split('*');
+  const first = pieces[0]!;
+  if (!path.startsWith(first)) return false;
+  if (pieces.length === 1) return !anchored || path.length === first.length;
+  let at = first.length;
+  const last = pieces.length - 1;
+  for (let i = 1; i < last; i++) {
+    const found = path.indexOf(pieces[i]!, at);
+    if (found === -1) return false;
+    at = found + pieces[i]!.length;
+  }
+  const tail = pieces[last]!;
+  if (anchored) return path.length - tail.length >= at && path.endsWith(tail);
+  return path.indexOf(tail, at) !== -1;
 }
 
 export function robotsAllows(rules: RobotsRules, path: string): boolean {
-  const longest = (patterns: string[]) => Math.max(-1, ...patterns.filter((p) => patternMatches(p, path)).map((p) => p.length));
+  const longest = (patterns: string[]) => {
+    let length = -1;
+    for (const pattern of patterns) if (pattern.length > length && patternMatches(pattern, path)) length = pattern.length;
+    return length;
+  };
   return longest(rules.allow) >= longest(rules.disallow);
 }
 
@@ -190,12 +224,17 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool;
         blocks.push(...result.blocks);
         pages.push(url);
         const rules = await robotsFor(start.origin);
+        // New same-site links looked at on this page, followed or not: a page of thousands that robots.txt refuses is not checked whole.
+        let examined = 0;
         for (const link of result.links) {
-          if (followed >= limit) break;
+          if (followed >= limit || examined >= MAX_EXAMINED_LINKS) break;
           const next = new URL(link);
           if (next.hostname.toLowerCase() !== start.hostname.toLowerCase() || seen.has(next.href)) continue;
           seen.add(next.href);
-          if (NOT_PAGES.test(next.pathname) || (next.origin === start.origin && !robotsAllows(rules, next.pathname + next.search))) continue;
+          // Up to MAX_RULES rules per link: the loop yields now and then so calls keep their 20 ms frames.
+          if (++examined % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
+          const path = next.pathname + next.search;
+          if (NOT_PAGES.test(next.pathname) || path.length > MAX_PATH || (next.origin === start.origin && !robotsAllows(rules, path))) continue;
           queue.push(next.href);
           followed++;
         }
