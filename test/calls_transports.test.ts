@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { twilioSignature } from '../api/routes/telephony.js';
 import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers.js';
@@ -182,8 +183,13 @@ t.test('Twilio REST carrier: create call with TwiML and callbacks; signed webhoo
   t.equal(unsigned.status, 403, 'an unsigned callback is refused');
   const inboundUnsigned = await s.api.request('POST', '/telephony/twilio/inbound', form({ To: s.number, From: '+1', CallSid: 'CA1' }));
   t.equal(inboundUnsigned.status, 403);
-  const ringing = await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, signed({ CallSid: 'CA1', CallStatus: 'ringing' }));
-  t.equal(ringing.status, 200);
+  const crowded = Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [`x${i}`, '']));
+  for (const path of [`/telephony/twilio/status?call_id=${callId}`, '/telephony/twilio/inbound']) {
+    const refused = await s.api.request('POST', path, signed({ CallSid: 'CA1', ...crowded }));
+    t.same([refused.status, refused.body], [413, { message: 'A carrier webhook has at most 200 form fields.' }], `${path}: thousands of fields are not parsed or hashed`);
+  }
+  const ringing = await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, signed({ CallSid: 'CA1', CallStatus: 'ringing', ...Object.fromEntries(Array.from({ length: 198 }, (_, i) => [`x${i}`, ''])) }));
+  t.equal(ringing.status, 200, '200 fields are taken');
   t.equal(s.api.platform.runtime.services.voice.session(callId)!.currentStatus, 'ringing');
 
   const token = /name="token" value="([^"]+)"/.exec(twiml)![1]!;
@@ -194,6 +200,12 @@ t.test('Twilio REST carrier: create call with TwiML and callbacks; signed webhoo
   const call = await endedCall(s, callId);
   t.equal(call.status, 'ended_by_assistant');
   t.equal(call.answered_by, 'machine');
+});
+
+t.test("Twilio's signature: the URL, then each field's name and value by name, repeats in the order sent", async (t) => {
+  const params = new URLSearchParams('To=%2B1555&Digits=2&From=%2B1444&Digits=1');
+  const expected = createHmac('sha1', 'token').update('https://example.com/hook?x=1' + 'Digits2' + 'Digits1' + 'From+1444' + 'To+1555').digest('base64');
+  t.equal(twilioSignature('token', 'https://example.com/hook?x=1', params), expected);
 });
 
 t.test('Twilio REST carrier: a call given up while ringing is canceled there', async (t) => {

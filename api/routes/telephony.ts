@@ -15,11 +15,20 @@ const xml = (body: string) => ({ status: 200, body, headers: { 'Content-Type': '
 
 /** Twilio's request signature: base64 HMAC-SHA1 of the full URL followed by each POST parameter's name and value, sorted by name. */
 export function twilioSignature(authToken: string, url: string, params: URLSearchParams): string {
-  const keys = [...new Set(params.keys())].sort();
-  let data = url;
-  for (const key of keys) for (const value of params.getAll(key)) data += key + value;
-  return createHmac('sha1', authToken).update(data).digest('base64');
+  // Grouped in one pass: getAll per name scans every pair, quadratic in an unauthenticated body's fields.
+  const byName = new Map<string, string[]>();
+  for (const [name, value] of params) {
+    const values = byName.get(name);
+    if (values) values.push(value);
+    else byName.set(name, [value]);
+  }
+  const hmac = createHmac('sha1', authToken).update(url);
+  for (const name of [...byName.keys()].sort()) for (const value of byName.get(name)!) hmac.update(name + value);
+  return hmac.digest('base64');
 }
+
+/** Form fields of a carrier webhook taken (Twilio's have a few dozen). */
+const MAX_FORM_FIELDS = 200;
 
 /** Longest value of a carrier's form field taken (numbers, SIDs, statuses are far shorter). */
 const MAX_FORM_VALUE = 128;
@@ -33,6 +42,10 @@ function formField(params: URLSearchParams, name: string): string {
 
 export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken: string | undefined; publicUrl: () => string; perIp: RateLimiter }): RouteDefinition[] {
   function verified(req: ApiRequest): URLSearchParams {
+    // Twilio sends a few dozen fields: a body of thousands is refused before it is parsed or hashed.
+    for (let at = req.rawBody.indexOf(0x26), fields = 2; at !== -1; at = req.rawBody.indexOf(0x26, at + 1), fields++) {
+      if (fields > MAX_FORM_FIELDS) throw new PlatformError('payload_too_large', { message: `A carrier webhook has at most ${MAX_FORM_FIELDS} form fields.` });
+    }
     const params = new URLSearchParams(req.rawBody.toString('utf8'));
     if (!options.twilioAuthToken) return params;
     const url = `${options.publicUrl()}${req.path}${req.rawQuery ? `?${req.rawQuery}` : ''}`;
