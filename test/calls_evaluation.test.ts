@@ -21,6 +21,9 @@ t.test('type checks of an extraction', async (t) => {
   t.same(checkExtraction(fields, '```json\n{"customer_name":null,"budget":"lots"}\n```'), { evaluation: { customer_name: null, budget: null, interested: null, _errors: { budget: 'expected a number, got "lots"' } }, ok: true });
   t.same(checkExtraction(fields, '[1,2]'), { evaluation: { _error: 'The model did not answer with a JSON object.', _reply: '[1,2]' }, ok: false });
   t.same(checkExtraction(fields, 'sorry'), { evaluation: { _error: 'The model did not answer with JSON.', _reply: 'sorry' }, ok: false });
+  t.same(checkExtraction(fields, '```\n{"customer_name":"Bo"}```'), { evaluation: { customer_name: 'Bo', budget: null, interested: null }, ok: true }, 'a fence without a language');
+  // A million spaces between two keys: once a quadratic regular expression (minutes), now one pass.
+  t.same(checkExtraction(fields, `{"customer_name":"Ada",${' '.repeat(1_000_000)}"budget":5}`).evaluation, { customer_name: 'Ada', budget: 5, interested: null });
 });
 
 async function evaluatedCall(t: Test, evaluationReply: string) {

@@ -22,10 +22,23 @@ export interface SchemaField {
   readonly description: string;
 }
 
+/**
+ * A model's JSON answer without the Markdown fence some models put around it. Cut by position: a
+ * pattern like /\s*```$/ restarts at every white-space character, quadratic on an answer padded
+ * with them (JSON modes are known to emit long runs).
+ */
+function unfenced(reply: string): string {
+  let text = reply.trim();
+  const open = /^```(?:json)?/.exec(text);
+  if (open) text = text.slice(open[0].length);
+  if (text.endsWith('```')) text = text.slice(0, -3);
+  return text.trim();
+}
+
 export function checkExtraction(schema: readonly SchemaField[], reply: string): { evaluation: Record<string, unknown>; ok: boolean } {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(reply.trim().replace(/^```(?:json)?\s*|\s*```$/g, ''));
+    parsed = JSON.parse(unfenced(reply));
   } catch {
     return { evaluation: { _error: 'The model did not answer with JSON.', _reply: reply.slice(0, 1000) }, ok: false };
   }
