@@ -29,6 +29,17 @@ t.test('sizes, overlap and word boundaries', async (t) => {
   t.same(chunks.map((c) => c.source), chunks.map(() => null));
 });
 
+t.test('no word is lost or glued to the next where a chunk ends on a space', async (t) => {
+  for (const [count, prefix] of [[2_000, 'body'], [1_500, 'w'], [3_000, 'longerword']] as const) {
+    const text = words(count, prefix);
+    const vocabulary = new Set(text.split(' '));
+    const chunks = chunkBlocks([{ kind: 'paragraph', text }]);
+    const seen = chunks.flatMap((chunk) => chunk.content.split(/\s+/));
+    t.same(seen.filter((word) => !vocabulary.has(word)), [], `${prefix}: only whole words`);
+    t.equal(new Set(seen).size, vocabulary.size, `${prefix}: every word is in a chunk`);
+  }
+});
+
 t.test('headings, pages and pages of a site', async (t) => {
   const chunks = chunkBlocks([
     { kind: 'heading', text: 'Returns', page: 1 },
@@ -91,4 +102,16 @@ t.test('robots.txt patterns match as the regular expressions they stand for, wit
   t.same(commented, { allow: [], disallow: ['/private'] });
   const many = parseRobots(`User-agent: *\n${Array.from({ length: 6_000 }, (_, i) => `Disallow: /p${i % 5_500}`).join('\n')}\nDisallow: /${'x'.repeat(3_000)}\n`);
   t.equal(many.disallow.length, 5_000, 'repeats merged, at most 5,000 rules kept; one longer than any path checked is dropped');
+});
+
+t.test('a heading of a paragraph\'s length heads its chunks with its first words only, and none of it is lost', async (t) => {
+  const long = words(3_000, 'title');
+  const body = words(2_000, 'body');
+  const chunks = chunkBlocks([{ kind: 'heading', text: long }, { kind: 'paragraph', text: body }]);
+  const head = long.slice(0, long.lastIndexOf(' ', 200));
+  t.ok(chunks[0]!.content.startsWith(long.slice(0, 700)), 'the first chunk is the start of the long heading, as text');
+  t.ok(chunks.slice(1).every((chunk) => chunk.content.split('\n')[0] === head), 'the others are headed by its first 200 characters, cut at a word');
+  t.ok(chunks.every((chunk) => chunk.content.length <= 800 + 201), 'every chunk stays chunk-sized');
+  const seen = new Set(chunks.flatMap((chunk) => chunk.content.split(/\s+/)));
+  t.ok([...long.split(' '), ...body.split(' ')].every((word) => seen.has(word)), 'every word of the heading and the text is in a chunk');
 });

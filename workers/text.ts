@@ -54,6 +54,9 @@ function tail(text: string, overlap: number): string {
   return space === -1 ? '' : cut.slice(space + 1);
 }
 
+/** Longest heading put at the start of the chunks under it. */
+const MAX_HEADING = 200;
+
 /**
  * Splits blocks into overlapping chunks of about `size` characters, never inside a word. Each chunk
  * starts with the heading in force when it was cut (unless it already does), so a passage keeps
@@ -97,8 +100,15 @@ export function chunkBlocks(blocks: readonly Block[], options: ChunkOptions = {}
     if (block.kind === 'heading') {
       emit();
       restart();
-      heading = text.replace(/\s+/g, ' ');
-      continue;
+      const flat = text.replace(/\s+/g, ' ');
+      if (flat.length <= MAX_HEADING) {
+        heading = flat;
+        continue;
+      }
+      // A "heading" of a paragraph's length (a line marked `#`, a long <h1>) would be repeated whole
+      // in every chunk under it: its first words head them, and all of it is text.
+      const cut = flat.lastIndexOf(' ', MAX_HEADING);
+      heading = flat.slice(0, cut > MAX_HEADING / 2 ? cut : MAX_HEADING);
     }
     bufferSource ??= sourceOf(block);
     for (const word of text.split(/(?<=\s)|(?=\s)/)) {
@@ -106,8 +116,9 @@ export function chunkBlocks(blocks: readonly Block[], options: ChunkOptions = {}
         emit();
         buffer = tail(buffer.trimEnd(), overlap);
         bufferSource = sourceOf(block);
-        if (word.trim() === '') continue;
+        // The overlap ends at a word: one space before what follows (the white space that ended the chunk, or the next word).
         if (buffer !== '') buffer += ' ';
+        if (word.trim() === '') continue;
       }
       if (word.length > size) {
         // A "word" longer than a chunk (a URL, a hash) is cut hard; there is no boundary to keep.
