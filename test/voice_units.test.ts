@@ -167,6 +167,8 @@ t.test('sentences: a short one waits for the next, long unpunctuated text is cut
   t.same(chunker.flush(), ['请告诉我订单号！谢谢。']);
   t.same(chunker.push('एक पल, जाँच हो रही है। आपका ऑर्डर'), ['एक पल, जाँच हो रही है।'], 'the danda ends a Hindi sentence');
   t.same(chunker.flush(), ['आपका ऑर्डर']);
+  const dots = [...chunker.push('.'.repeat(50_000)), ...chunker.flush()];
+  t.equal(dots.join('').length, 50_000, 'one delta of 50,000 dots is cut without scanning it whole for every piece');
   t.same(chunker.push('The total is 3.5 dollars'), [], 'a decimal point is not an end');
   t.same(chunker.flush(), ['The total is 3.5 dollars']);
 });

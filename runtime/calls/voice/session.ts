@@ -165,8 +165,10 @@ export class SentenceChunker {
 
   /** Where the next piece to speak ends (always past the start, so every cut consumes text), or undefined to wait for more. */
   private cut(): number | undefined {
+    // Only the first MAX_SENTENCE characters can hold the end: a provider's one large delta is not scanned whole each time.
+    const window = this.buffer.slice(0, MAX_SENTENCE + 1);
     SENTENCE_END.lastIndex = 0;
-    for (let match = SENTENCE_END.exec(this.buffer); match; match = SENTENCE_END.exec(this.buffer)) {
+    for (let match = SENTENCE_END.exec(window); match; match = SENTENCE_END.exec(window)) {
       const end = match.index + match[0].length;
       if (end > MAX_SENTENCE) break;
       if (end >= MIN_SENTENCE) return end;
