@@ -97,6 +97,7 @@ t.test('create and read back every default', async (t) => {
   t.notOk('user_id' in data);
   const list = await api.request('GET', '/user/assistants', { token: alice.token });
   t.ok(list.body.data.some((a: { id: number; uuid: string }) => a.id === data.id && a.uuid === data.uuid));
+  t.same(list.body.data.find((a: { id: number }) => a.id === data.id), data, 'the list shows each assistant as its read does, without its owner');
 });
 
 t.test('field validation', async (t) => {

@@ -82,6 +82,10 @@ export const assistantRow = z.object({
 });
 export type AssistantRow = z.infer<typeof assistantRow>;
 
+/** An assistant as the API shows it: every column but its owner's id (left out by the parse itself). */
+export const assistantViewRow = assistantRow.omit({ user_id: true });
+export type AssistantViewRow = z.infer<typeof assistantViewRow>;
+
 const toolIds = sql.fragment`coalesce((SELECT array_agg(t.tool_id ORDER BY t.tool_id) FROM assistant_tools t WHERE t.assistant_id = a.id), '{}') AS tool_ids`;
 const selectAssistant = sql.fragment`SELECT a.*, ${toolIds} FROM assistants a`;
 
@@ -135,8 +139,12 @@ export async function findAssistantForUpdate(db: CommonQueryMethods, userId: num
   return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId} FOR UPDATE OF a`);
 }
 
-export async function listAssistants(db: CommonQueryMethods, userId: number): Promise<readonly AssistantRow[]> {
-  return db.any(sql.type(assistantRow)`${selectAssistant} WHERE a.user_id = ${userId} ORDER BY a.id`);
+export async function findAssistantView(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantViewRow | null> {
+  return db.maybeOne(sql.type(assistantViewRow)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId}`);
+}
+
+export async function listAssistantViews(db: CommonQueryMethods, userId: number): Promise<readonly AssistantViewRow[]> {
+  return db.any(sql.type(assistantViewRow)`${selectAssistant} WHERE a.user_id = ${userId} ORDER BY a.id`);
 }
 
 export async function deleteAssistant(db: CommonQueryMethods, userId: number, id: number): Promise<boolean> {

@@ -12,13 +12,15 @@ import {
   inboundAssistantOfNumber,
   insertAssistant,
   knowledgebaseOwned,
-  listAssistants,
+  findAssistantView,
+  listAssistantViews,
   ownedToolIds,
   replaceAssistantTools,
   setWebhook,
   updateAssistant,
   type AssistantRow,
   type AssistantSettings,
+  type AssistantViewRow,
 } from './repository.js';
 import { cancelPendingDeliveries, retargetPendingDeliveries } from '../webhooks/outbox.js';
 import { checkOwnership, checkSettings, fillProviders, resetForMode, settingDefaults } from './rules.js';
@@ -34,16 +36,12 @@ export interface AssistantSummary {
 }
 
 /** The full read shape: every field of spec 2.5 with its current value, plus identity and timestamps. */
-export type AssistantView = Omit<AssistantRow, 'user_id'>;
+export type AssistantView = AssistantViewRow;
 
 function summary(row: Pick<AssistantRow, 'id' | 'name' | 'status' | 'type' | 'mode'>): AssistantSummary {
   return { id: row.id, name: row.name, status: row.status, type: row.type, mode: row.mode };
 }
 
-export function assistantView(row: AssistantRow): AssistantView {
-  const { user_id: _owner, ...view } = row;
-  return view;
-}
 
 function settingsOf(row: AssistantRow): AssistantSettings {
   const settings = { tool_ids: row.tool_ids } as Record<string, unknown>;
@@ -88,12 +86,6 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
     const gone = error instanceof ForeignKeyIntegrityConstraintViolationError && error.constraint ? REFERENCES[error.constraint] : undefined;
     if (gone) throw new ValidationError({ [gone[0]]: [gone[1]] }, VALIDATION_FAILED);
     throw error;
-  }
-
-  async function owned(userId: number, id: number): Promise<AssistantRow> {
-    const row = await findAssistant(pool, userId, id);
-    if (!row) throw new PlatformError('assistant_not_found');
-    return row;
   }
 
   return {
@@ -141,11 +133,13 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
     },
 
     async get(userId: number, id: number): Promise<AssistantView> {
-      return assistantView(await owned(userId, id));
+      const view = await findAssistantView(pool, userId, id);
+      if (!view) throw new PlatformError('assistant_not_found');
+      return view;
     },
 
-    async list(userId: number): Promise<AssistantView[]> {
-      return (await listAssistants(pool, userId)).map(assistantView);
+    async list(userId: number): Promise<readonly AssistantView[]> {
+      return listAssistantViews(pool, userId);
     },
 
     async remove(userId: number, id: number): Promise<void> {
