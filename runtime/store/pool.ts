@@ -7,18 +7,24 @@ import {
   type QueryResultRow,
 } from 'slonik';
 import { pgTimestampToIso } from '../time.js';
+import { REFUSED, rowCheck } from './rowCheck.js';
 
 export type { DatabasePool };
 
 /**
  * Rows of typed queries (`sql.type(zodSchema)`) are checked against their schema, so a column
- * that drifts from what the code expects fails loudly at the query rather than downstream.
+ * that drifts from what the code expects fails loudly at the query rather than downstream. The
+ * schema's compiled check (rowCheck.ts) takes the rows it accepts; zod parses the others and
+ * words the error.
  */
 const resultParser: Interceptor = {
   name: 'result-parser',
   transformRow(context, query, row) {
     const parser = context.resultParser;
     if (!parser) return row;
+    const check = rowCheck(parser);
+    const checked = check ? check(row) : REFUSED;
+    if (checked !== REFUSED) return checked as QueryResultRow;
     const result = parser.safeParse(row);
     if (!result.success) throw new SchemaValidationError(query, row as never, result.error.issues);
     return result.data as QueryResultRow;
