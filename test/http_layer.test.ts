@@ -64,6 +64,16 @@ router.add({ method: 'GET', path: '/slow', auth: 'none', handler: async () => {
   return json(200, { ok: true });
 } });
 
+/** A streamed answer that waits for the test: its client can leave before the handler returns. */
+let slowStream: { started: () => void; release: Promise<void> } | undefined;
+router.add({ method: 'GET', path: '/slow-stream', auth: 'none', handler: async () => {
+  slowStream!.started();
+  await slowStream!.release;
+  return { status: 200, body: new StreamBody(3, async function* () {
+    yield Buffer.from('abc');
+  }) };
+} });
+
 let gateWaiting: (open: () => void) => void = () => undefined;
 router.add({ method: 'GET', path: '/gate', auth: 'none', handler: async () => {
   await new Promise<void>((open) => gateWaiting(open));
@@ -207,6 +217,29 @@ t.test('a client that disconnects mid-request', async (t) => {
   partial.destroy();
   await partialClosed;
   t.equal((await fetch(`${base}/echo/2`)).status, 200, 'half-sent body aborted cleanly');
+});
+
+t.test('a client that leaves before its streamed answer is ready: the server goes on', async (t) => {
+  let started!: () => void;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  let release!: () => void;
+  slowStream = { started, release: new Promise<void>((resolve) => (release = resolve)) };
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write('GET /slow-stream HTTP/1.1\r\nHost: x\r\n\r\n');
+  await running;
+  const closed = new Promise((resolve) => socket.once('close', resolve));
+  socket.destroy();
+  await closed;
+  t.equal((await fetch(`${base}/echo/0`)).status, 200, 'the close has been handled');
+  release();
+  // Once used, the aborted response threw inside the stream's promise, which nothing heard: the process ended.
+  await t.resolves(async () => {
+    while (!lines.some((line) => line.path === '/slow-stream')) await new Promise((resolve) => setImmediate(resolve));
+  });
+  t.equal((await fetch(`${base}/echo/1`)).status, 200, 'still serving');
+  t.match(lines.find((line) => line.path === '/slow-stream'), { status: 200, aborted: true });
+  t.notOk(lines.some((line) => /streamed response failed|could not be written/.test(String(line.msg))), 'nothing failed');
 });
 
 t.test('close finishes in-flight requests and stops accepting', async (t) => {

@@ -82,6 +82,9 @@ function writeHead(res: uWS.HttpResponse, requestId: string, response: ApiRespon
  * request stops the reading.
  */
 async function streamBody(exchange: Exchange, requestId: string, response: ApiResponse, body: StreamBody, log: Logger): Promise<void> {
+  // A client gone while the handler worked (a player cancelling its first range request): uWS
+  // throws on any use of the response now, and nothing of the body has been opened yet.
+  if (exchange.aborted) return;
   const { res } = exchange;
   let headed = false;
   let finished = false;
@@ -216,7 +219,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const log = logger.child({ reqId: requestId });
 
     const finish = (response: ApiResponse, route: RouteDefinition | undefined, principal?: Principal, close = false): void => {
-      if (response.body instanceof StreamBody) void streamBody(exchange, requestId, response, response.body, log);
+      // Neither may reject unheard: an unhandled rejection ends the process, every call in it.
+      if (response.body instanceof StreamBody) streamBody(exchange, requestId, response, response.body, log).catch((error: unknown) => log.error({ err: error }, 'a streamed response failed'));
       else write(exchange, requestId, response, close);
       options.onResponse?.(route?.path ?? 'unmatched', method, response.status, (performance.now() - started) / 1000);
       log.info(
@@ -293,7 +297,9 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
 
     const dispatch = (rawBody: Buffer): void => {
       dispatched = true;
-      void handle(rawBody).finally(done);
+      handle(rawBody)
+        .catch((error: unknown) => log.error({ err: error }, 'a response could not be written'))
+        .finally(done);
     };
 
     const handle = async (rawBody: Buffer): Promise<void> => {
