@@ -67,6 +67,30 @@ t.test('an idle Deepgram stream is kept alive, so it outlasts a long ring', asyn
   t.match(await endedCall(s, callId), { status: 'ended_by_customer' });
 });
 
+t.test('frames a vendor was not expected to send fail at most that call, never the process', async (t) => {
+  const fake = await startFakeSpeech(t, keys);
+  // Once each of these ended the process from inside the socket's listener.
+  const odd = ['null', '7', '"Results"', '[]', '{"type":"Results","channel":{"alternatives":[{"transcript":123,"languages":[7]}]}}', '{"type":"Results","channel":null}', '{"type":"Results","channel":{"alternatives":"x","detected_language":5}}'];
+  const pipeline = await voiceSetup(t, {}, { config: speechConfig(fake) });
+  const first = await callIn(pipeline);
+  await first.phone.until(() => fake.streams.deepgram.length === 1, 3_000, 'the Deepgram stream');
+  for (const frame of odd) fake.streams.deepgram[0]!.send(frame);
+  await first.phone.untilAgentDone();
+  await first.phone.talk(800);
+  await first.phone.until(() => pipeline.api.platform.runtime.services.voice.session(first.callId)?.transcript.some((entry) => entry.role === 'user') === true, 5_000, 'a turn heard after the odd frames');
+  first.phone.phone.hangUp();
+  t.match(await endedCall(pipeline, first.callId), { status: 'ended_by_customer' }, 'the call went on as if they had not come');
+
+  const multimodal = await voiceSetup(t, { mode: 'multimodal', voice_id: 32, multimodal_model_id: 21, llm_model_id: null, knowledgebase_mode: 'function_call' }, { config: speechConfig(fake) });
+  const second = await callIn(multimodal);
+  await second.phone.until(() => fake.streams.realtime.length === 1, 3_000, 'the realtime session');
+  for (const frame of ['null', '3', '[1]', '{"type":"response.created","response":null}', '{"type":"error","error":null}']) fake.streams.realtime[0]!.send(frame);
+  await second.phone.untilAgentDone();
+  second.phone.phone.hangUp();
+  t.match(await endedCall(multimodal, second.callId), { status: 'ended_by_customer' });
+  t.equal((await fetch(`${multimodal.api.origin}/health`)).status, 200, 'the process is still serving');
+});
+
 t.test('pipeline with Deepgram and ElevenLabs: settings reach the TTS, a language switch changes the voice', async (t) => {
   const fake = await startFakeSpeech(t, keys);
   const s = await voiceSetup(t, { voice_stability: 0.3, voice_similarity: 0.9, speech_speed: 1.1, tts_emotion_enabled: false, secondary_language_ids: [2] }, { config: speechConfig(fake) });

@@ -50,12 +50,13 @@ export class MediaStreamPhone extends EventEmitter<PhoneEvents> {
         else this.emit('payload', payload);
         return;
       }
-      let message: { event?: string; media?: { payload?: string }; mark?: { name?: string } };
+      let message: { event?: string; media?: { payload?: string }; mark?: { name?: string } } | null;
       try {
         message = JSON.parse(data.toString());
       } catch {
         return;
       }
+      if (message === null || typeof message !== 'object') return;
       if (message.event === 'media' && message.media?.payload) this.emit('audio', this.up.processMulaw(Buffer.from(message.media.payload, 'base64')));
       else if (message.event === 'mark' && message.mark?.name) {
         if (this.echoMarks) this.send({ event: 'mark', streamSid: this.streamSid, mark: { name: message.mark.name } });

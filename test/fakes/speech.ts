@@ -43,6 +43,8 @@ export interface FakeSpeech {
   /** Client events of every realtime session, in order. */
   readonly realtimeEvents: Array<Record<string, any>>;
   readonly realtimeHeaders: IncomingMessage['headers'][];
+  /** The open streams, for frames a test writes itself (what a vendor, or a proxy before it, might send). */
+  readonly streams: { readonly deepgram: WebSocket[]; readonly realtime: WebSocket[] };
 }
 
 const tone = (samples: number, rate: number) => {
@@ -52,7 +54,7 @@ const tone = (samples: number, rate: number) => {
 };
 
 export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenlabs: string; openai: string }): Promise<FakeSpeech> {
-  const fake: FakeSpeech = { httpUrl: '', wsUrl: '', utterances: [], realtimeReplies: [], ttsRequests: [], deepgramQueries: [], deepgramControl: [], realtimeEvents: [], realtimeHeaders: [] };
+  const fake: FakeSpeech = { httpUrl: '', wsUrl: '', utterances: [], realtimeReplies: [], ttsRequests: [], deepgramQueries: [], deepgramControl: [], realtimeEvents: [], realtimeHeaders: [], streams: { deepgram: [], realtime: [] } };
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
@@ -87,11 +89,11 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
     if (url.pathname === '/v1/listen') {
       if (req.headers.authorization !== `Token ${keys.deepgram}`) return void socket.end('HTTP/1.1 401 Unauthorized\r\n\r\n');
       fake.deepgramQueries.push(url.searchParams);
-      sockets.handleUpgrade(req, socket, head, (ws) => deepgram(ws));
+      sockets.handleUpgrade(req, socket, head, (ws) => (fake.streams.deepgram.push(ws), deepgram(ws)));
     } else if (url.pathname === '/v1/realtime') {
       if (req.headers.authorization !== `Bearer ${keys.openai}`) return void socket.end('HTTP/1.1 401 Unauthorized\r\n\r\n');
       fake.realtimeHeaders.push(req.headers);
-      sockets.handleUpgrade(req, socket, head, (ws) => realtime(ws));
+      sockets.handleUpgrade(req, socket, head, (ws) => (fake.streams.realtime.push(ws), realtime(ws)));
     } else socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
   });
 

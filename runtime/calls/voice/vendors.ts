@@ -4,6 +4,36 @@ import { bytesToSamples, samplesToBytes, SAMPLE_RATE } from './audio.js';
 import { Resampler, type RealtimeEvent, type RealtimeOptions, type RealtimeProvider, type RealtimeSession, type SttOptions, type SttProvider, type SttStream, type TtsProvider, type TtsRequest } from './providers.js';
 import { semanticEagerness } from './turns.js';
 
+/** A vendor's JSON text frame when it is an object (`null`, a number or an array is not a message). */
+function parseObject(data: WebSocket.RawData): Record<string, unknown> | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(data.toString());
+  } catch {
+    return undefined;
+  }
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+const objectOr = (value: unknown): Record<string, unknown> => (value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {});
+
+/**
+ * Handles one frame of a vendor socket. What it sets off (the call's reaction included) runs in a
+ * ws listener, where an exception would end the process and every call in it: one that escapes
+ * fails this call's stream instead.
+ */
+function vendorMessage(handle: () => void, failed: (error: Error) => void): void {
+  try {
+    handle();
+  } catch (error) {
+    try {
+      failed(error instanceof Error ? error : new Error(String(error)));
+    } catch {
+      // The call's own failure handling threw as well: the stream is closed by then, and the call's end is on its way.
+    }
+  }
+}
+
 /**
  * Speech vendors over their public wire protocols:
  * - Deepgram live transcription (WebSocket `/v1/listen`, linear16 16 kHz, interim results,
@@ -166,22 +196,25 @@ export function createDeepgramStt(settings: { apiKey: string; url: string; model
         for (const data of queue.splice(0)) socket.send(data);
       });
       socket.on('message', (data, isBinary) => {
-        if (isBinary) return;
-        let message: { type?: string; is_final?: boolean; channel?: { alternatives?: Array<{ transcript?: string; languages?: string[] }>; detected_language?: string } };
-        try {
-          message = JSON.parse(data.toString());
-        } catch {
-          return;
-        }
-        if (message.type !== 'Results') return;
-        const alternative = message.channel?.alternatives?.[0];
-        const text = alternative?.transcript ?? '';
-        if (sentAt !== undefined && text) {
-          probe?.('stt', 'deepgram', performance.now() - sentAt);
-          sentAt = undefined;
-        }
-        const language = alternative?.languages?.[0] ?? message.channel?.detected_language;
-        options.onTranscript({ text, final: message.is_final === true, ...(language ? { language: language.slice(0, 2) } : {}) });
+        if (isBinary || closed) return;
+        vendorMessage(() => {
+          const message = parseObject(data);
+          if (message?.type !== 'Results') return;
+          const channel = objectOr(message.channel);
+          const alternative = objectOr(Array.isArray(channel.alternatives) ? channel.alternatives[0] : undefined);
+          const text = typeof alternative.transcript === 'string' ? alternative.transcript : '';
+          if (sentAt !== undefined && text) {
+            probe?.('stt', 'deepgram', performance.now() - sentAt);
+            sentAt = undefined;
+          }
+          const languages = Array.isArray(alternative.languages) ? alternative.languages : [];
+          const language = typeof languages[0] === 'string' ? languages[0] : typeof channel.detected_language === 'string' ? channel.detected_language : '';
+          options.onTranscript({ text, final: message.is_final === true, ...(language ? { language: language.slice(0, 2) } : {}) });
+        }, (error) => {
+          if (!closed) options.onError(error);
+          closed = true;
+          socket.terminate();
+        });
       });
       socket.on('error', (error) => {
         if (!closed) options.onError(error);
@@ -257,12 +290,16 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
         for (const text of queue.splice(0)) socket.send(text);
       });
       socket.on('message', (data) => {
-        let event: Record<string, any>;
-        try {
-          event = JSON.parse(data.toString());
-        } catch {
-          return;
-        }
+        if (closed) return;
+        vendorMessage(() => realtimeMessage(data), (error) => {
+          emit({ type: 'error', message: error.message, fatal: true });
+          closed = true;
+          socket.terminate();
+        });
+      });
+      const realtimeMessage = (data: WebSocket.RawData) => {
+        const event = parseObject(data) as Record<string, any> | undefined;
+        if (!event) return;
         switch (event.type) {
           case 'input_audio_buffer.speech_started':
             return emit({ type: 'speech_started' });
@@ -293,7 +330,7 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
             return emit({ type: 'error', message: String(event.error?.message ?? 'realtime error'), fatal: false });
           default:
         }
-      });
+      };
       socket.on('error', (error) => emit({ type: 'error', message: error.message, fatal: true }));
       socket.on('close', (code) => {
         if (!closed && code !== 1000) emit({ type: 'error', message: `The realtime session closed (${code})`, fatal: true });
