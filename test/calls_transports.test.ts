@@ -27,6 +27,9 @@ t.test('a web call: create, PCM16 both ways, marks, hang-up; refusals', async (t
   await phone.until(() => phone.heard.speechFrames > 10, 2_000, 'the greeting');
   await phone.untilAgentDone();
   t.ok(phone.heard.marks.length > 0, 'marks');
+  // Unsigned without TWILIO_AUTH_TOKEN: a carrier callback naming a web call (ids are sequential) must not end it.
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallSid: 'CA1', CallStatus: 'completed' }));
+  t.equal(s.api.platform.runtime.services.voice.session(callId)!.currentStatus, 'in-progress', 'a web call has no carrier to report on it');
   await phone.talk(800);
   await phone.until(() => phone.heard.speechFrames > 120, 5_000, 'the answer');
   await phone.untilAgentDone();
@@ -111,20 +114,21 @@ t.test('outbound status callbacks: busy, no-answer after ringing_time (the carri
   const carrier = createLoopbackCarrier((call) => dialed.push(call));
   const s = await voiceSetup(t, { type: 'outbound', ringing_time: 10 }, { runtime: { carrier } });
   const place = async () => (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
+  const sidOf = (callId: number) => dialed.find((call) => call.callId === callId)!.carrierCallId;
   const busy = await place();
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${busy}`, form({ CallStatus: 'busy' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${busy}`, form({ CallSid: sidOf(busy), CallStatus: 'busy' }));
   t.equal((await endedCall(s, busy)).status, 'busy');
   const unanswered = await place();
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${unanswered}`, form({ CallStatus: 'ringing' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${unanswered}`, form({ CallSid: sidOf(unanswered), CallStatus: 'ringing' }));
   s.clock.advance(10_100);
   t.equal((await endedCall(s, unanswered)).status, 'no-answer');
   t.same(carrier.hangUps, [{ carrierCallId: dialed[1]!.carrierCallId, state: 'ringing' }], 'the callee\'s phone stops ringing; a busy call needs no hang-up');
   const failed = await place();
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${failed}`, form({ CallStatus: 'failed' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${failed}`, form({ CallSid: sidOf(failed), CallStatus: 'failed' }));
   t.equal((await endedCall(s, failed)).status, 'failed');
   const canceled = await place();
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${canceled}`, form({ CallStatus: 'ringing' }));
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${canceled}`, form({ CallStatus: 'canceled' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${canceled}`, form({ CallSid: sidOf(canceled), CallStatus: 'ringing' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${canceled}`, form({ CallSid: sidOf(canceled), CallStatus: 'canceled' }));
   t.equal((await endedCall(s, canceled)).status, 'no-answer');
   t.equal(carrier.hangUps.length, 1, 'calls the carrier ended itself are not hung up there again');
 });
@@ -188,14 +192,17 @@ t.test('Twilio REST carrier: create call with TwiML and callbacks; signed webhoo
     const refused = await s.api.request('POST', path, signed({ CallSid: 'CA1', ...crowded }));
     t.same([refused.status, refused.body], [413, { message: 'A carrier webhook has at most 200 form fields.' }], `${path}: thousands of fields are not parsed or hashed`);
   }
-  const ringing = await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, signed({ CallSid: 'CA1', CallStatus: 'ringing', ...Object.fromEntries(Array.from({ length: 198 }, (_, i) => [`x${i}`, ''])) }));
+  const carrierSid = `CA${'1'.padStart(32, '0')}`;
+  const ringing = await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, signed({ CallSid: carrierSid, CallStatus: 'ringing', ...Object.fromEntries(Array.from({ length: 198 }, (_, i) => [`x${i}`, ''])) }));
   t.equal(ringing.status, 200, '200 fields are taken');
   t.equal(s.api.platform.runtime.services.voice.session(callId)!.currentStatus, 'ringing');
 
   const token = /name="token" value="([^"]+)"/.exec(twiml)![1]!;
-  const phone = await SimulatedPhone.dial(/<Stream url="([^"]+)"/.exec(twiml)![1]!, 'CA1', { call_id: String(callId), token }, s.clock);
+  const phone = await SimulatedPhone.dial(/<Stream url="([^"]+)"/.exec(twiml)![1]!, carrierSid, { call_id: String(callId), token }, s.clock);
   await phone.until(() => phone.heard.speechFrames > 5, 2_000, 'the greeting');
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, signed({ CallSid: 'CA1', CallStatus: 'in-progress', AnsweredBy: 'machine_start' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, signed({ CallSid: 'CA2', CallStatus: 'completed' }));
+  t.equal(s.api.platform.runtime.services.voice.session(callId)!.currentStatus, 'in-progress', "another call's callback (a guessed call id) changes nothing");
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, signed({ CallSid: carrierSid, CallStatus: 'in-progress', AnsweredBy: 'machine_start' }));
   await phone.until(() => phone.closed, 2_000, 'the hang-up on voicemail');
   const call = await endedCall(s, callId);
   t.equal(call.status, 'ended_by_assistant');
@@ -218,7 +225,7 @@ t.test('Twilio REST carrier: a call given up while ringing is canceled there', a
     while (fake.requests.length === 0) await new Promise((resolve) => setImmediate(resolve));
   });
   await s.api.platform.runtime.services.voice.saved(callId);
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallStatus: 'ringing' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallSid: `CA${'1'.padStart(32, '0')}`, CallStatus: 'ringing' }));
   s.clock.advance(5_100);
   t.equal((await endedCall(s, callId)).status, 'no-answer');
   await t.resolves(async () => {
@@ -274,7 +281,7 @@ t.test("voicemail: the carrier's machine detection arriving while the call still
   const s = await outboundSetup(t, (call) => dialed.push(call), { voice_mail_message: 'Please call us back.' });
   const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
   await new Promise((resolve) => setImmediate(resolve));
-  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallStatus: 'ringing', AnsweredBy: 'machine_end_beep' }));
+  await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallSid: dialed[0]!.carrierCallId, CallStatus: 'ringing', AnsweredBy: 'machine_end_beep' }));
   const phone = await SimulatedPhone.dial(dialed[0]!.streamUrl, dialed[0]!.carrierCallId, { call_id: String(callId), token: dialed[0]!.token }, s.clock);
   await phone.until(() => phone.closed, 40_000, 'the message and hang-up');
   const call = await endedCall(s, callId);

@@ -77,7 +77,7 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
         const params = verified(req);
         const callId = Number(new URLSearchParams(req.rawQuery).get('call_id'));
         const answeredBy = formField(params, 'AnsweredBy');
-        if (Number.isSafeInteger(callId) && callId > 0) voice.carrierStatus(callId, formField(params, 'CallStatus'), answeredBy || undefined);
+        if (Number.isSafeInteger(callId) && callId > 0) voice.carrierStatus(callId, formField(params, 'CallSid'), formField(params, 'CallStatus'), answeredBy || undefined);
         return xml('<?xml version="1.0" encoding="UTF-8"?><Response/>');
       },
     },

@@ -598,9 +598,15 @@ export function createVoiceService(deps: VoiceDeps) {
     },
 
     /** A carrier status callback (`CallStatus`, `AnsweredBy`) for a call. */
-    carrierStatus(callId: number, status: string, answeredBy?: string): void {
+    /**
+     * A carrier's status callback for `callId`. It must name the carrier's call (`callSid`) once
+     * that is known, and a web call has none: without TWILIO_AUTH_TOKEN the callback is not signed,
+     * and a guessed call id alone must not end someone's call.
+     */
+    carrierStatus(callId: number, callSid: string, status: string, answeredBy?: string): void {
       const entry = live.get(callId);
-      if (!entry) return;
+      if (!entry || entry.session.spec.type === 'web') return;
+      if (entry.carrierCallId !== null && callSid !== entry.carrierCallId) return;
       const session = entry.session;
       if (answeredBy) session.answeredBy(/^machine|^fax/.test(answeredBy) ? 'machine' : answeredBy === 'human' ? 'human' : 'unknown');
       const failures: Record<string, CarrierFailure> = { busy: 'busy', 'no-answer': 'no-answer', canceled: 'no-answer', failed: 'failed' };
