@@ -117,7 +117,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     throw error;
   }
   const db = pool;
-  const workers: WorkerPool = createWorkerPool(config.workerPoolSize);
+  const workers: WorkerPool = createWorkerPool(config.workerPoolSize, { onError: (error) => logger.error({ err: error }, 'a worker thread failed between tasks') });
   const outbound = createOutboundFetch({ allowPrivate: config.outboundAllowPrivate, allowHosts: new Set(config.outboundAllowHosts) });
   const embedder: Embedder = config.embeddings ? createOpenAiEmbedder(config.embeddings) : createLocalEmbedder(workers);
   const index = createSearchIndex(config, db, embedder, workers);

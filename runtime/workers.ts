@@ -38,7 +38,7 @@ function transferable(bytes: Uint8Array): Uint8Array {
   return new Uint8Array(bytes);
 }
 
-export function createWorkerPool(size: number, options: { maxHeapMb?: number } = {}): WorkerPool {
+export function createWorkerPool(size: number, options: { maxHeapMb?: number; onError?: (error: unknown) => void } = {}): WorkerPool {
   const pool = new Piscina({
     filename: ENTRY,
     maxThreads: size,
@@ -48,6 +48,8 @@ export function createWorkerPool(size: number, options: { maxHeapMb?: number } =
     idleTimeout: 60_000,
     resourceLimits: { maxOldGenerationSizeMb: options.maxHeapMb ?? 768 },
   });
+  // A thread that fails between tasks is replaced by the pool; unheard, its 'error' event would end the process.
+  pool.on('error', (error: unknown) => (options.onError ?? console.error)(error));
   const run = <T>(name: string, input: unknown, timeoutMs: number, transferList?: ArrayBuffer[]): Promise<T> =>
     pool.run(input, { name, signal: AbortSignal.timeout(timeoutMs), transferList });
   return {

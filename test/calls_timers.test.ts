@@ -156,3 +156,21 @@ t.test('a cough during a re-engagement goes through the barge-in rules: with int
   t.equal(phone.heard.clears, 0, 'nothing was cleared');
   t.match(call.transcript, /\nassistant: Are you still there\?$/, 'said whole');
 });
+
+t.test("a call that throws on its clock tick fails alone: the other calls and the process go on", async (t) => {
+  const s = await voiceSetup(t);
+  const broken = await callIn(s);
+  const healthy = await callIn(s, ['Still here.']);
+  await broken.phone.untilAgentDone();
+  await healthy.phone.untilAgentDone();
+  const session = s.api.platform.runtime.services.voice.session(broken.callId)!;
+  session.tick = () => {
+    throw new Error('a fault in one call');
+  };
+  await healthy.phone.turn();
+  t.equal((await endedCall(s, broken.callId)).status, 'failed', 'the faulty call ended failed');
+  healthy.phone.phone.hangUp();
+  const call = await endedCall(s, healthy.callId);
+  t.equal(call.status, 'ended_by_customer');
+  t.match(call.transcript, /user: Still here\.\nassistant: /, 'the other call was answered meanwhile');
+});

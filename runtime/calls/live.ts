@@ -216,11 +216,22 @@ export function createVoiceService(deps: VoiceDeps) {
     }
     for (const entry of live.values()) {
       if (!entry.attached) continue;
-      entry.session.tick(now);
-      entry.recorder?.tick(now);
-      if (entry.session.currentStatus === 'in-progress' && now - entry.lastMediaAt > MEDIA_TIMEOUT_MS) {
-        logger.warn({ callId: entry.session.spec.callId }, 'no media for 5 s; ending the call');
-        entry.session.send({ type: 'CONNECTION_LOST' });
+      // One call's failure is that call's: thrown from this timer it would end the process, every call in it.
+      try {
+        entry.session.tick(now);
+        entry.recorder?.tick(now);
+        if (entry.session.currentStatus === 'in-progress' && now - entry.lastMediaAt > MEDIA_TIMEOUT_MS) {
+          logger.warn({ callId: entry.session.spec.callId }, 'no media for 5 s; ending the call');
+          entry.session.send({ type: 'CONNECTION_LOST' });
+        }
+      } catch (error) {
+        logger.error({ err: error, callId: entry.session.spec.callId }, 'the call failed on its tick');
+        entry.attached = false;
+        try {
+          entry.session.send({ type: 'FAIL', reason: 'The call failed.' });
+        } catch (again) {
+          logger.error({ err: again, callId: entry.session.spec.callId }, 'the failed call could not be ended');
+        }
       }
     }
     if (nextTick < now - 10 * TICK_MS) nextTick = now;
