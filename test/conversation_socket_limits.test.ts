@@ -43,6 +43,47 @@ t.test('three conversations from one address, four messages each, over sockets',
   }
 });
 
+t.test('at most 16 sockets on one conversation; every one of them gets each event', async (t) => {
+  const id = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const tabs = [];
+  for (let i = 0; i < 16; i++) tabs.push(await open(id));
+  const refused = await new Promise<{ status: number; body: string }>((resolve) => {
+    const socket = new WebSocket(wsUrl(id));
+    socket.once('open', () => (socket.close(), resolve({ status: 101, body: '' })));
+    socket.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    socket.once('error', () => undefined);
+  });
+  t.same([refused.status, JSON.parse(refused.body)], [429, { status: false, error: 'Too many connections to this conversation. Close one and try again.' }]);
+
+  const heard = tabs.slice(1).map(({ socket }) => new Promise<any>((resolve) => socket.on('message', (data) => {
+    const event = JSON.parse(data.toString());
+    if (event.type === 'message' && event.role === 'assistant') resolve(event);
+  })));
+  const reply = await tabs[0]!.reply('Hello from the first tab');
+  const others = await Promise.all(heard);
+  t.ok(others.every((event) => event.content === reply.content), 'the other 15 tabs got the same reply');
+
+  const closed = new Promise((resolve) => tabs[0]!.socket.once('close', resolve));
+  tabs[0]!.socket.close();
+  await closed;
+  // The server may take the close a moment after the client sees it: a few tries.
+  let reopened = 0;
+  for (let attempt = 0; attempt < 10 && reopened !== 101; attempt++) {
+    const socket = new WebSocket(wsUrl(id));
+    reopened = await new Promise<number>((resolve) => {
+      socket.once('open', () => (socket.close(), resolve(101)));
+      socket.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      socket.once('error', () => undefined);
+    });
+  }
+  t.equal(reopened, 101, 'a tab closed makes room for another');
+  for (const { socket } of tabs.slice(1)) socket.close();
+});
+
 t.test('upgrades take from the per-IP budget', async (t) => {
   const id = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const statuses: number[] = [];

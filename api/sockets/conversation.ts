@@ -23,6 +23,20 @@ interface SocketData {
 }
 
 const MAX_FRAME = 16 * 1024;
+/** Sockets open on one conversation in this process: a visitor's tabs, not thousands each sent every event. */
+export const MAX_SOCKETS_PER_CONVERSATION = 16;
+const TOO_MANY_SOCKETS = 'Too many connections to this conversation. Close one and try again.';
+
+/** Each event once as JSON, however many sockets it goes to. */
+const serialized = new WeakMap<ConversationEvent, string>();
+function frameOf(event: ConversationEvent): string {
+  let text = serialized.get(event);
+  if (text === undefined) {
+    text = JSON.stringify(event);
+    serialized.set(event, text);
+  }
+  return text;
+}
 
 export function conversationSocket(
   app: uWS.TemplatedApp,
@@ -37,6 +51,13 @@ export function conversationSocket(
     trustProxy: number;
   },
 ): void {
+  const openSockets = new Map<string, number>();
+  const refuse = (res: uWS.HttpResponse, status: string, error: string, headers: Record<string, string> = {}) => {
+    res.writeStatus(status);
+    for (const [name, value] of Object.entries(headers)) res.writeHeader(name, value);
+    res.writeHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify({ status: false, error }));
+  };
   app.ws<SocketData>('/ws/conversations/:id', guarded(deps.logger, 'widget', {
     maxPayloadLength: MAX_FRAME,
     idleTimeout: 120,
@@ -53,11 +74,8 @@ export function conversationSocket(
       });
       // An upgrade costs database reads: it takes from the caller's budget like a REST call.
       const verdict = deps.limits.perIp.take(`ip:${ip}`);
-      if (!verdict.ok) {
-        res.writeStatus('429 Too Many Requests').writeHeader('Retry-After', String(verdict.retryAfterSeconds)).writeHeader('Content-Type', 'application/json');
-        res.end(JSON.stringify({ status: false, error: 'Too many requests. Please try again later.' }));
-        return;
-      }
+      if (!verdict.ok) return refuse(res, '429 Too Many Requests', 'Too many requests. Please try again later.', { 'Retry-After': String(verdict.retryAfterSeconds) });
+      if ((openSockets.get(conversationId) ?? 0) >= MAX_SOCKETS_PER_CONVERSATION) return refuse(res, '429 Too Many Requests', TOO_MANY_SOCKETS);
       deps.conversations.find(conversationId).then(
         () => {
           if (aborted) return;
@@ -67,19 +85,19 @@ export function conversationSocket(
           if (aborted) return;
           const status = error instanceof PlatformError ? error.statusCode : 500;
           const message = error instanceof PlatformError ? error.message : 'Server error.';
-          res.cork(() => {
-            res.writeStatus(status === 404 ? '404 Not Found' : '500 Internal Server Error');
-            res.writeHeader('Content-Type', 'application/json');
-            res.end(JSON.stringify({ status: false, error: message }));
-          });
+          res.cork(() => refuse(res, status === 404 ? '404 Not Found' : '500 Internal Server Error', message));
         },
       );
     },
     open(ws) {
       const data = ws.getUserData();
       deps.onCount?.(1);
+      const count = (openSockets.get(data.conversationId) ?? 0) + 1;
+      openSockets.set(data.conversationId, count);
+      // Upgrades that passed the check together while the conversation was looked up: the last ones leave.
+      if (count > MAX_SOCKETS_PER_CONVERSATION) return void ws.end(1013, TOO_MANY_SOCKETS);
       data.unsubscribe = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
-        if (!data.closed) ws.send(JSON.stringify(event));
+        if (!data.closed) ws.send(frameOf(event));
       });
     },
     message(ws, raw, isBinary) {
@@ -115,6 +133,9 @@ export function conversationSocket(
       data.closed = true;
       data.unsubscribe?.();
       deps.onCount?.(-1);
+      const left = (openSockets.get(data.conversationId) ?? 1) - 1;
+      if (left > 0) openSockets.set(data.conversationId, left);
+      else openSockets.delete(data.conversationId);
     },
   }));
 }
