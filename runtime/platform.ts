@@ -154,6 +154,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   const llm = createLlmRegistry(config, logger);
   const conversationEngine = createConversationEngine({
     pool: db,
+    databaseUrl,
     catalog,
     llm,
     knowledge,
@@ -252,7 +253,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       await voice.stop();
       await evaluator.idle();
       await webhookWorker.stop();
-      conversationEngine.stop();
+      await conversationEngine.stop();
       await ingestion.stop();
       await workers.close();
       await db.end();

@@ -1,12 +1,15 @@
 /**
  * One conversation served by two processes sharing the database (as behind a load balancer):
  * a message landing on the second process while the first is still answering waits for that
- * turn, and each process's model sees every message and reply, whichever process handled them.
+ * turn, and each process's model sees every message and reply, whichever process handled them;
+ * the widget sockets on either process get every stored message once, whichever process stored it.
  */
 import t from 'tap';
+import WebSocket from 'ws';
 import { startFakeOpenAi } from './fakes/openai.js';
-import { freshDatabase } from './helpers/database.js';
+import { freshDatabase, withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
+import { opened } from './helpers/socket.js';
 
 t.test('turns of one conversation on two processes run one after the other, on the whole history', async (t) => {
   const fake = await startFakeOpenAi(t);
@@ -62,4 +65,48 @@ t.test('a turn longer than its lease keeps the conversation: the lease is renewe
   t.match((await first).body, { message: 'Slow answer.' });
   t.match((await second).body, { message: 'Next answer.' });
   t.same(chats()[1]!.body.messages.slice(1).map((m: { content: string }) => m.content), ['Hello.', 'Slow', 'Slow answer.', 'Next']);
+});
+
+t.test("sockets on either process get each stored message once, whichever process stored it", async (t) => {
+  const databaseUrl = await freshDatabase();
+  const a = await startTestPlatform(t, { databaseUrl });
+  const b = await startTestPlatform(t, { databaseUrl });
+  const owner = await a.user();
+  const bot = await a.assistant(owner.token, { initial_message: 'Hello.' });
+  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const listen = async (process: typeof a) => {
+    const socket = await opened(t, new WebSocket(`${process.origin.replace('http', 'ws')}/ws/conversations/${id}`));
+    const messages: string[] = [];
+    socket.on('message', (data) => {
+      const event = JSON.parse(data.toString());
+      if (event.type === 'message') messages.push(`${event.role}: ${event.content}`);
+    });
+    return { socket, messages };
+  };
+  const onA = await listen(a);
+  const onB = await listen(b);
+  // Each socket's process knows where the conversation stands before anything is said.
+  for (let i = 0; i < 10; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+
+  const viaB = await b.request('POST', `/conversations/${id}/messages`, { body: { message: 'Asked on B' } });
+  t.equal(viaB.status, 200);
+  onA.socket.send(JSON.stringify({ type: 'message', text: 'Asked on A' }));
+  const expected = ['user: Asked on B', `assistant: ${viaB.body.message}`, 'user: Asked on A'];
+  const settled = async (listener: { messages: string[] }) => {
+    for (let i = 0; i < 500 && listener.messages.length < 4; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let i = 0; i < 10; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    return listener.messages;
+  };
+  for (const [name, listener] of [['A', onA], ['B', onB]] as const) {
+    const messages = await settled(listener);
+    t.equal(messages.length, 4, `${name}: four messages, none twice`);
+    t.same(messages.slice(0, 3), expected, `${name}: in order`);
+    t.match(messages[3], /^assistant: /);
+  }
+
+  // The connections that listen are cut (a database restart, a proxy): they come back, and what was stored meanwhile arrives.
+  await withClient(databaseUrl, (db) => db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'`));
+  const later = await b.request('POST', `/conversations/${id}/messages`, { body: { message: 'While A was away' } });
+  for (let i = 0; i < 500 && onA.messages.length < 6; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.same(onA.messages.slice(4), ['user: While A was away', `assistant: ${later.body.message}`], 'caught up after the connection came back');
 });

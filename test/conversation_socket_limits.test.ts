@@ -45,7 +45,7 @@ t.test('three conversations from one address, four messages each, over sockets',
 
 t.test('at most 16 sockets on one conversation; every one of them gets each event', async (t) => {
   const id = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
-  const tabs = [];
+  const tabs: Array<Awaited<ReturnType<typeof open>>> = [];
   for (let i = 0; i < 16; i++) tabs.push(await open(id));
   const refused = await new Promise<{ status: number; body: string }>((resolve) => {
     const socket = new WebSocket(wsUrl(id));

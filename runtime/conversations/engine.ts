@@ -15,7 +15,22 @@ import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { listAssistantTools } from '../tools/repository.js';
 import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
-import { clearMessageCost, holdTurn, insertMessage, listMessages, lockConversation, lockUnanswered, settleReply, unansweredMessages, type ConversationRow, type MessageRow } from './repository.js';
+import { listenTo } from '../store/notifications.js';
+import {
+  MESSAGES_CHANNEL,
+  clearMessageCost,
+  holdTurn,
+  insertMessage,
+  lastMessageId,
+  listMessages,
+  lockConversation,
+  lockUnanswered,
+  messagesAfter,
+  settleReply,
+  unansweredMessages,
+  type ConversationRow,
+  type MessageRow,
+} from './repository.js';
 import { SEARCH_FUNCTION, toolFunction } from './tools.js';
 import { knowledgeSection, parseArguments, runFunction, streamRound } from './agent.js';
 
@@ -41,6 +56,8 @@ export function renderTemplate(template: string, variables: Record<string, unkno
 
 export interface EngineDeps {
   readonly pool: DatabasePool;
+  /** The database the pool is of: with it, sockets here hear of messages stored by other processes. */
+  readonly databaseUrl?: string;
   readonly catalog: CatalogService;
   readonly llm: LlmRegistry;
   readonly knowledge: KnowledgeService;
@@ -124,6 +141,54 @@ export function createConversationEngine(deps: EngineDeps) {
 
   const emit = (conversationId: string, event: ConversationEvent): void => void events.emit(conversationId, event);
 
+  /**
+   * Stored messages reach every socket on their conversation, whichever process stored them: this
+   * process's turns emit them as they are saved, and a notification (MESSAGES_CHANNEL) brings the
+   * others' from the database. Per conversation with sockets here, the id of the last message sent
+   * to them keeps each message to one delivery, whichever way comes first. (Deltas and function
+   * calls stream only from the process running the turn.)
+   */
+  const delivered = new Map<string, number>();
+  const counting = new Set<string>();
+  const catchUps = new Map<string, Promise<void>>();
+
+  function deliver(conversationId: string, messageId: number, event: ConversationEvent): void {
+    const last = delivered.get(conversationId);
+    if (last !== undefined) {
+      if (messageId <= last) return;
+      delivered.set(conversationId, messageId);
+    }
+    emit(conversationId, event);
+  }
+
+  /** Sends this process's sockets on the conversation what other processes stored since. */
+  function catchUp(conversationId: string): void {
+    if (!delivered.has(conversationId)) return;
+    const next = (catchUps.get(conversationId) ?? Promise.resolve())
+      .then(async () => {
+        const after = delivered.get(conversationId);
+        if (after === undefined) return;
+        for (const message of await messagesAfter(pool, conversationId, after)) {
+          deliver(conversationId, message.id, { type: 'message', role: message.role, content: message.content, function_calls: message.function_calls ?? [] });
+        }
+      })
+      .catch((error: unknown) => logger.warn({ err: error, conversationId }, 'messages of another process could not be read'))
+      .finally(() => {
+        if (catchUps.get(conversationId) === next) catchUps.delete(conversationId);
+      });
+    catchUps.set(conversationId, next);
+  }
+
+  const notifications = deps.databaseUrl
+    ? listenTo(deps.databaseUrl, MESSAGES_CHANNEL, {
+        notified: (conversationId) => catchUp(conversationId),
+        // Back after a lost connection: whatever was stored meanwhile.
+        listening: () => {
+          for (const conversationId of delivered.keys()) catchUp(conversationId);
+        },
+      }, logger)
+    : undefined;
+
   async function model(id: number | null): Promise<{ provider: LlmProvider; model: string } | undefined> {
     if (id === null) return undefined;
     const row = (await deps.catalog.get()).models.get(id);
@@ -196,7 +261,7 @@ export function createConversationEngine(deps: EngineDeps) {
             await sleep(waitMs);
           }
           if (accepted.aiEnabled) holdingTurn(s.conversationId, owner);
-          emit(s.conversationId, { type: 'message', role: 'user', content: job.text, function_calls: [] });
+          deliver(s.conversationId, accepted.messageId, { type: 'message', role: 'user', content: job.text, function_calls: [] });
           let systemPrompt = s.systemPrompt;
           if (accepted.aiEnabled && s.promptKnowledgebaseId !== undefined) {
             const passages = await deps.knowledge.search(s.ownerId, s.promptKnowledgebaseId, job.text, 3).catch(() => []);
@@ -248,12 +313,13 @@ export function createConversationEngine(deps: EngineDeps) {
 
         save: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
-          await pool.transaction(async (tx) => {
-            await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls, turn: { ends: turns.get(s.conversationId)?.owner } });
+          const saved = await pool.transaction(async (tx) => {
+            const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls, turn: { ends: turns.get(s.conversationId)?.owner } });
             await settleReply(tx, turn.userMessageId);
+            return message;
           });
           leavingTurn(s.conversationId);
-          emit(s.conversationId, { type: 'message', role: 'assistant', content: turn.text, function_calls: turn.calls });
+          deliver(s.conversationId, saved.id, { type: 'message', role: 'assistant', content: turn.text, function_calls: turn.calls });
         }),
 
         refund: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
@@ -348,7 +414,24 @@ export function createConversationEngine(deps: EngineDeps) {
     /** Streams events of a conversation to `listener`; returns the unsubscribe function. */
     subscribe(conversationId: string, listener: (event: ConversationEvent) => void): () => void {
       events.on(conversationId, listener);
-      return () => void events.off(conversationId, listener);
+      // The first socket here: messages from now on, this process's or another's, go to it once.
+      if (notifications && !delivered.has(conversationId) && !counting.has(conversationId)) {
+        counting.add(conversationId);
+        lastMessageId(pool, conversationId).then(
+          (id) => {
+            counting.delete(conversationId);
+            if (events.listenerCount(conversationId) > 0) delivered.set(conversationId, Math.max(id, delivered.get(conversationId) ?? 0));
+          },
+          (error: unknown) => {
+            counting.delete(conversationId);
+            logger.warn({ err: error, conversationId }, 'the last message of a conversation could not be read');
+          },
+        );
+      }
+      return () => {
+        events.off(conversationId, listener);
+        if (events.listenerCount(conversationId) === 0) delivered.delete(conversationId);
+      };
     },
 
     liveCount(): number {
@@ -357,13 +440,14 @@ export function createConversationEngine(deps: EngineDeps) {
 
     refundUnanswered,
 
-    stop(): void {
+    async stop(): Promise<void> {
       stopped = true;
       for (const conversationId of [...turns.keys()]) leavingTurn(conversationId);
       clearInterval(sweeper);
       clearInterval(refundSweep);
       for (const entry of live.values()) entry.actor.stop();
       live.clear();
+      await notifications?.close();
     },
   };
 }

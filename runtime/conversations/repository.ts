@@ -30,6 +30,9 @@ export const messageRow = z.object({
 });
 export type MessageRow = z.infer<typeof messageRow>;
 
+/** Notified with a conversation's id each time a message of it is stored. */
+export const MESSAGES_CHANNEL = 'conversation_messages';
+
 const conversationColumns = sql.fragment`id, assistant_id, user_id, type, variables, ai_enabled, message_count, total_cost, created_at, updated_at`;
 
 export async function insertConversation(
@@ -65,10 +68,24 @@ export async function insertMessage(
     VALUES (${input.conversationId}, ${input.role}, ${storableText(input.content)},
       ${input.functionCalls?.length ? sql.jsonb(storableJson(input.functionCalls) as never) : null}, ${(input.cost ?? 0).toFixed(6)}, ${input.replyPending ?? false})
     RETURNING id, role, content, function_calls, cost, created_at`);
+  // Processes with sockets on the conversation hear of the message when it commits (MESSAGES_CHANNEL).
   await db.query(sql.unsafe`
     UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()${turnChange(input.turn)}
-    WHERE id = ${input.conversationId}`);
+    WHERE id = ${input.conversationId}
+    RETURNING pg_notify(${MESSAGES_CHANNEL}, id::text)`);
   return row;
+}
+
+export async function messagesAfter(db: CommonQueryMethods, conversationId: string, afterId: number): Promise<readonly MessageRow[]> {
+  return db.any(sql.type(messageRow)`
+    SELECT id, role, content, function_calls, cost, created_at FROM conversation_messages
+    WHERE conversation_id = ${conversationId} AND id > ${afterId} ORDER BY id LIMIT 100`);
+}
+
+const idRow = z.object({ id: z.number() });
+
+export async function lastMessageId(db: CommonQueryMethods, conversationId: string): Promise<number> {
+  return db.oneFirst(sql.type(idRow)`SELECT coalesce(max(id), 0) AS id FROM conversation_messages WHERE conversation_id = ${conversationId}`);
 }
 
 /** The reply to a charged message was saved: nothing is owed for it any more. */
