@@ -32,9 +32,12 @@ t.test('ends, commits and reads', async (t) => {
   balances.committed(7, 0.2, 0.1);
   t.equal(balances.available(7), 0.4, 'a charge cut short by the balance takes only what it charged');
 
+  const periodic = balances.snapshot();
   const topUp = balances.versionOf(7);
   balances.know(7, 100.4, topUp);
   t.equal(balances.available(7), 100.4, "a call's start reads a top-up: it counts at once for every call of the owner");
+  balances.refreshed(periodic, new Map([[7, 0.4]]));
+  t.equal(balances.available(7), 100.4, 'a periodic read that began before it does not bring the old figure back');
   const overlapped = balances.versionOf(7);
   balances.ended(7, 1);
   balances.know(7, 100.4, overlapped);

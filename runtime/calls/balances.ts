@@ -22,7 +22,11 @@ export class OwnerBalances {
   know(ownerId: number, balance: number, version: number): void {
     const owner = this.owners.get(ownerId);
     if (!owner) this.owners.set(ownerId, { stored: balance, pending: 0, version: 0 });
-    else if (owner.version === version) owner.stored = balance;
+    else if (owner.version === version) {
+      owner.stored = balance;
+      // A periodic read under way began before this one: its older figure must not replace it.
+      owner.version++;
+    }
   }
 
   /** What the owner has left for running calls. */
