@@ -230,7 +230,9 @@ export function createVoiceService(deps: VoiceDeps) {
         try {
           entry.session.send({ type: 'FAIL', reason: 'The call failed.' });
         } catch (again) {
-          logger.error({ err: again, callId: entry.session.spec.callId }, 'the failed call could not be ended');
+          // No longer vouched for by this process, the orphan sweep ends and charges it as of its last heartbeat.
+          logger.error({ err: again, callId: entry.session.spec.callId }, 'the failed call could not be ended; left to the orphan sweep');
+          live.delete(entry.session.spec.callId);
         }
       }
     }

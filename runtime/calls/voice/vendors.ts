@@ -211,9 +211,11 @@ export function createDeepgramStt(settings: { apiKey: string; url: string; model
           const language = typeof languages[0] === 'string' ? languages[0] : typeof channel.detected_language === 'string' ? channel.detected_language : '';
           options.onTranscript({ text, final: message.is_final === true, ...(language ? { language: language.slice(0, 2) } : {}) });
         }, (error) => {
-          if (!closed) options.onError(error);
+          // Closed first: the call's reaction may throw too, and no further frame may reach it.
+          const wasClosed = closed;
           closed = true;
           socket.terminate();
+          if (!wasClosed) options.onError(error);
         });
       });
       socket.on('error', (error) => {
@@ -292,9 +294,11 @@ export function createOpenAiRealtime(settings: { apiKey: string; realtimeUrl: st
       socket.on('message', (data) => {
         if (closed) return;
         vendorMessage(() => realtimeMessage(data), (error) => {
-          emit({ type: 'error', message: error.message, fatal: true });
+          // Closed first: the call's reaction may throw too, and no further frame may reach it.
+          const wasClosed = closed;
           closed = true;
           socket.terminate();
+          if (!wasClosed) options.onEvent({ type: 'error', message: error.message, fatal: true });
         });
       });
       const realtimeMessage = (data: WebSocket.RawData) => {
