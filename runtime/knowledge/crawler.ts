@@ -17,6 +17,8 @@ const NOT_PAGES = /\.(?:png|jpe?g|gif|webp|svg|ico|bmp|tiff?|pdf|zip|gz|tgz|rar|
 
 /** New same-site links of one page looked at for following (the limit is at most 50 followed). */
 const MAX_EXAMINED_LINKS = 200;
+/** The longest the link checks of a page run before letting other work (calls' audio) in. */
+const YIELD_AFTER_MS = 4;
 
 /** A failure that no retry will fix (robots, 404, not HTML): the document fails with this message. */
 export class CrawlError extends Error {
@@ -64,15 +66,25 @@ const MAX_RULES = 5_000;
 /** Links whose path and query are longer are not followed, nor checked. */
 const MAX_PATH = 2_048;
 
-/**
- * Whether a robots.txt pattern (`*` any characters, a final `$` the end of the path) matches the
- * path from its start. Each piece between stars is placed at its first occurrence after the one
- * before, which is where any match can put it, so no backtracking: linear in the path for each
- * piece, where a regular expression with several `.*` backtracks polynomially.
- */
-export function patternMatches(pattern: string, path: string): boolean {
+/** A robots.txt pattern cut at its stars once, for matching many paths. */
+interface CompiledPattern {
+  readonly length: number;
+  readonly pieces: readonly string[];
+  readonly anchored: boolean;
+}
+
+function compilePattern(pattern: string): CompiledPattern {
   const anchored = pattern.endsWith('$');
-  const pieces = (anchored ? pattern.slice(0, -1) : pattern).split('*');
+  return { length: pattern.length, pieces: (anchored ? pattern.slice(0, -1) : pattern).split('*'), anchored };
+}
+
+/**
+ * Whether a compiled pattern (`*` any characters, a final `$` the end of the path) matches the path
+ * from its start. Each piece between stars is placed at its first occurrence after the one before,
+ * which is where any match can put it, so no backtracking: linear in the path, where a regular
+ * expression with several `.*` backtracks polynomially.
+ */
+function matches({ pieces, anchored }: CompiledPattern, path: string): boolean {
   const first = pieces[0]!;
   if (!path.startsWith(first)) return false;
   if (pieces.length === 1) return !anchored || path.length === first.length;
@@ -88,13 +100,53 @@ export function patternMatches(pattern: string, path: string): boolean {
   return path.indexOf(tail, at) !== -1;
 }
 
+export function patternMatches(pattern: string, path: string): boolean {
+  return matches(compilePattern(pattern), path);
+}
+
+/** Each rule list compiled once, longest pattern first, so the first match is the one that counts. */
+const compiledRules = new WeakMap<RobotsRules, { allow: CompiledPattern[]; disallow: CompiledPattern[] }>();
+
+function compiledOf(rules: RobotsRules): { allow: CompiledPattern[]; disallow: CompiledPattern[] } {
+  let compiled = compiledRules.get(rules);
+  if (!compiled) {
+    const compile = (list: string[]) => list.map(compilePattern).sort((a, b) => b.length - a.length);
+    compiled = { allow: compile(rules.allow), disallow: compile(rules.disallow) };
+    compiledRules.set(rules, compiled);
+  }
+  return compiled;
+}
+
 export function robotsAllows(rules: RobotsRules, path: string): boolean {
-  const longest = (patterns: string[]) => {
-    let length = -1;
-    for (const pattern of patterns) if (pattern.length > length && patternMatches(pattern, path)) length = pattern.length;
-    return length;
+  const { allow, disallow } = compiledOf(rules);
+  const longest = (patterns: CompiledPattern[]) => patterns.find((pattern) => matches(pattern, path))?.length ?? -1;
+  return longest(allow) >= longest(disallow);
+}
+
+/** Lets other work (calls' audio) in once the current stretch of checks has run YIELD_AFTER_MS. */
+class Slices {
+  private started = performance.now();
+  async pause(): Promise<void> {
+    if (performance.now() - this.started <= YIELD_AFTER_MS) return;
+    await new Promise((resolve) => setImmediate(resolve));
+    this.started = performance.now();
+  }
+}
+
+/**
+ * `robotsAllows`, pausing between groups of rules: a site's robots.txt may hold thousands of
+ * patterns built to be slow (dozens of stars against a long path, some 10 µs each).
+ */
+async function robotsAllowsSliced(rules: RobotsRules, path: string, slices: Slices): Promise<boolean> {
+  const { allow, disallow } = compiledOf(rules);
+  const longest = async (patterns: CompiledPattern[]) => {
+    for (let i = 0; i < patterns.length; i++) {
+      if (i % 64 === 63) await slices.pause();
+      if (matches(patterns[i]!, path)) return patterns[i]!.length;
+    }
+    return -1;
   };
-  return longest(rules.allow) >= longest(rules.disallow);
+  return (await longest(allow)) >= (await longest(disallow));
 }
 
 export interface CrawlInput {
@@ -149,7 +201,7 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool;
   async function page(url: string): Promise<{ blocks: Block[]; links: string[] }> {
     const target = new URL(url);
     const rules = await robotsFor(target.origin);
-    if (!robotsAllows(rules, target.pathname + target.search)) throw new CrawlError(`robots.txt of ${target.host} does not allow ${url}`);
+    if (!(await robotsAllowsSliced(rules, target.pathname + target.search, new Slices()))) throw new CrawlError(`robots.txt of ${target.host} does not allow ${url}`);
     let response;
     try {
       response = await deps.fetch(url, {
@@ -226,15 +278,16 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool;
         const rules = await robotsFor(start.origin);
         // New same-site links looked at on this page, followed or not: a page of thousands that robots.txt refuses is not checked whole.
         let examined = 0;
+        const slices = new Slices();
         for (const link of result.links) {
           if (followed >= limit || examined >= MAX_EXAMINED_LINKS) break;
           const next = new URL(link);
           if (next.hostname.toLowerCase() !== start.hostname.toLowerCase() || seen.has(next.href)) continue;
           seen.add(next.href);
-          // Up to MAX_RULES rules per link: the loop yields now and then so calls keep their 20 ms frames.
-          if (++examined % 16 === 0) await new Promise((resolve) => setImmediate(resolve));
+          examined++;
+          await slices.pause();
           const path = next.pathname + next.search;
-          if (NOT_PAGES.test(next.pathname) || path.length > MAX_PATH || (next.origin === start.origin && !robotsAllows(rules, path))) continue;
+          if (NOT_PAGES.test(next.pathname) || path.length > MAX_PATH || (next.origin === start.origin && !(await robotsAllowsSliced(rules, path, slices)))) continue;
           queue.push(next.href);
           followed++;
         }
