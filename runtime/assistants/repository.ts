@@ -127,8 +127,10 @@ export async function findAssistant(db: CommonQueryMethods, userId: number, id: 
 /** An assistant with when its tools last changed (a live conversation rebuilds when either moved). */
 export type AssistantWithTools = AssistantRow & { readonly tools_version: string };
 
+const assistantWithToolsRow = assistantRow.extend({ tools_version: z.string() });
+
 export async function findAssistantWithTools(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantWithTools | null> {
-  return db.maybeOne(sql.type(assistantRow.extend({ tools_version: z.string() }))`
+  return db.maybeOne(sql.type(assistantWithToolsRow)`
     SELECT a.*, ${toolIds},
       coalesce((SELECT max(t.updated_at)::text FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = a.id), '') AS tools_version
     FROM assistants a WHERE a.id = ${id} AND a.user_id = ${userId}`);

@@ -149,9 +149,11 @@ export async function listConversations(
   return { items, total };
 }
 
+const lockedConversationRow = z.object({ ai_enabled: z.boolean(), turn_busy: z.boolean(), message_count: z.number() });
+
 /** Locks the conversation row: whether AI answers, whether a turn holds it, and how many messages it has. */
 export async function lockConversation(db: CommonQueryMethods, id: string) {
-  return db.one(sql.type(z.object({ ai_enabled: z.boolean(), turn_busy: z.boolean(), message_count: z.number() }))`
+  return db.one(sql.type(lockedConversationRow)`
     SELECT ai_enabled, coalesce(turn_until > now(), false) AS turn_busy, message_count FROM conversations WHERE id = ${id} FOR UPDATE`);
 }
 
