@@ -196,6 +196,25 @@ t.test('fillers speak the language of the call; every language of the catalog ha
   t.same(languages.map((l) => l.iso_2).filter((code) => !FILLER_LANGUAGES.includes(code)), [], 'no language without fillers');
 });
 
+t.test('fillers answer the caller only: a slow re-engagement is not preceded by one', async (t) => {
+  const { startFakeOpenAi } = await import('./fakes/openai.js');
+  const fake = await startFakeOpenAi(t);
+  const s = await voiceSetup(t, { fillers: true, initial_message: 'Hi.', max_silence_duration: 2, reengagement_interval: 60 }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  let release!: () => void;
+  fake.scriptChat({ text: 'Are you still there?', heldUntil: new Promise<void>((resolve) => (release = resolve)) });
+  const { phone, callId } = await callIn(s);
+  await phone.untilAgentDone();
+  const greeted = phone.heard.speechFrames;
+  await phone.until(() => fake.requests.length === 1, 5_000, 'the re-engagement asked of the model');
+  await phone.silence(2_000);
+  t.equal(phone.heard.speechFrames, greeted, 'two seconds of the model thinking, and no filler');
+  release();
+  await phone.until(() => phone.heard.speechFrames > greeted + 10, 5_000, 'the re-engagement');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  t.equal((await endedCall(s, callId)).transcript, 'assistant: Hi.\nassistant: Are you still there?');
+});
+
 t.test("a null character in the model's answer: the call's transcript is saved with it replaced", async (t) => {
   const { startFakeOpenAi } = await import('./fakes/openai.js');
   const fake = await startFakeOpenAi(t);

@@ -8,7 +8,7 @@
 export type FillerKind = 'wait' | 'tool';
 
 const FILLERS: Readonly<Record<string, Readonly<Record<FillerKind, readonly string[]>>>> = {
-  en: { wait: ['One moment.', 'Let me see.', 'Sure, just a second.'], tool: ['Let me check that.', 'One moment while I look that up.', 'Just a second, I am checking.'] },
+  en: { wait: ['One moment.', 'Let me see.', 'Sure, just a second.'], tool: ['Let me check that.', 'One moment while I look that up.', "Just a second, I'm checking."] },
   de: { wait: ['Einen Moment.', 'Mal sehen.', 'Einen Augenblick, bitte.'], tool: ['Ich schaue kurz nach.', 'Einen Moment, ich prüfe das.', 'Ich sehe das kurz nach.'] },
   fr: { wait: ['Un instant.', 'Voyons voir.', 'Une seconde, s’il vous plaît.'], tool: ['Je vérifie.', 'Un instant, je regarde.', 'Je vérifie cela tout de suite.'] },
   es: { wait: ['Un momento.', 'Déjeme ver.', 'Un segundo, por favor.'], tool: ['Lo compruebo ahora mismo.', 'Un momento, lo estoy revisando.', 'Déjeme comprobarlo.'] },
@@ -21,9 +21,9 @@ const FILLERS: Readonly<Record<string, Readonly<Record<FillerKind, readonly stri
   sv: { wait: ['Ett ögonblick.', 'Låt mig se.', 'En sekund bara.'], tool: ['Jag kollar det.', 'Ett ögonblick, jag kontrollerar.', 'Jag tittar på det direkt.'] },
   no: { wait: ['Et øyeblikk.', 'La meg se.', 'Et sekund.'], tool: ['Jeg sjekker det.', 'Et øyeblikk, jeg ser på det.', 'La meg sjekke.'] },
   he: { wait: ['רגע אחד.', 'רק שנייה.', 'רגע, בבקשה.'], tool: ['רק רגע, בודקים.', 'רגע, בודקים את זה.', 'בודקים את זה עכשיו.'] },
-  ar: { wait: ['لحظة من فضلك.', 'دعني أرى.', 'ثانية واحدة.'], tool: ['سأتحقق من ذلك.', 'لحظة، أتحقق من ذلك.', 'دعني أتحقق.'] },
+  ar: { wait: ['لحظة من فضلك.', 'لحظة واحدة.', 'ثانية واحدة من فضلك.'], tool: ['سأتحقق من ذلك.', 'لحظة، أتحقق من ذلك.', 'سأتحقق الآن.'] },
   hi: { wait: ['एक पल।', 'ज़रा देखने दीजिए।', 'बस एक सेकंड।'], tool: ['एक पल, जाँच हो रही है।', 'अभी देखते हैं।', 'ज़रा रुकिए, जानकारी देख रहे हैं।'] },
-  ja: { wait: ['少々お待ちください。', 'そうですね。', '少しお待ちください。'], tool: ['確認いたします。', 'お調べしますので、少々お待ちください。', '確認しますね。'] },
+  ja: { wait: ['少々お待ちください。', 'はい、少々お待ちください。', '少しお待ちください。'], tool: ['確認いたします。', 'お調べしますので、少々お待ちください。', '確認しますね。'] },
   ko: { wait: ['잠시만요.', '음, 잠시만요.', '잠깐만 기다려 주세요.'], tool: ['확인해 보겠습니다.', '잠시만요, 확인 중입니다.', '바로 확인해 드릴게요.'] },
   zh: { wait: ['请稍等。', '我看一下。', '稍等一下。'], tool: ['我帮您查一下。', '请稍等，正在查询。', '我确认一下。'] },
   ru: { wait: ['Одну минуту.', 'Сейчас посмотрим.', 'Секундочку.'], tool: ['Сейчас проверю.', 'Минутку, проверяю.', 'Давайте я уточню.'] },

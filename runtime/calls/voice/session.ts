@@ -668,7 +668,7 @@ export class CallSession {
       functions = [];
       messages.push({ role: 'system', content: this.inLanguage(request.kind === 'reengage' ? this.spec.reengagementPrompt ?? DEFAULT_REENGAGEMENT : GOODBYES[request.reason]!) });
     }
-    return this.modelLoop(messages, functions, signal, started, request.kind === 'turn' ? request.text : '');
+    return this.modelLoop(messages, functions, signal, started, request.kind === 'turn' ? request.text : '', request.kind === 'turn');
   }
 
   /** The passages of the prompt-mode knowledgebase that best answer `text`, as the system prompt carries them; '' without. */
@@ -684,18 +684,19 @@ export class CallSession {
   }
 
   /** Text model rounds with tools; sentences are spoken as they complete. */
-  private async modelLoop(messages: ChatMessage[], functions: readonly FunctionDefinition[], signal: AbortSignal, started: () => void, userText: string): Promise<ResponseOutcome & { transfer?: string }> {
+  /** `fillers`: whether silence may be filled (an answer to the caller; not a goodbye or a re-engagement). */
+  private async modelLoop(messages: ChatMessage[], functions: readonly FunctionDefinition[], signal: AbortSignal, started: () => void, userText: string, fillers: boolean): Promise<ResponseOutcome & { transfer?: string }> {
     const effects: BuiltinEffect[] = [];
     const speech = new SpeechQueue();
     const say = (sentence: string) => speech.add(() => this.speakSegment(sentence, signal, started));
-    // One filler at most per response, after FILLER_DELAY_MS of silence: while the model has not begun
-    // (or not resumed after a tool round), or while a function it called without a word first runs.
-    // Anything the model has said by then makes it unneeded.
+    // One filler at most per answer to the caller, after FILLER_DELAY_MS of silence: while the model
+    // has not begun (or not resumed after a tool round), or while a function it called without a
+    // word first runs. Anything the model has said by then makes it unneeded.
     let heardAnything = false;
     let fillerSaid = false;
     let filler: unknown;
     const fillIn = (kind: FillerKind) => {
-      if (!this.spec.fillers || fillerSaid || heardAnything) return;
+      if (!fillers || !this.spec.fillers || fillerSaid || heardAnything) return;
       filler = this.clock.setTimeout(() => {
         filler = undefined;
         const phrase = fillerPhrase(this.language.code, kind, this.spec.callId);
@@ -723,8 +724,8 @@ export class CallSession {
     signal.addEventListener('abort', recordToolRound, { once: true });
     try {
       for (let round = 0; !signal.aborted; round++) {
-        // After a tool round the model is still working on what the caller asked.
-        fillIn(round === 0 ? 'wait' : 'tool');
+        // The model has not begun (or, after a tool round, not resumed) its answer.
+        fillIn('wait');
         const chunker = new SentenceChunker();
         const asked = performance.now();
         let first = true;
