@@ -114,4 +114,9 @@ t.test('a heading of a paragraph\'s length heads its chunks with its first words
   t.ok(chunks.every((chunk) => chunk.content.length <= 800 + 201), 'every chunk stays chunk-sized');
   const seen = new Set(chunks.flatMap((chunk) => chunk.content.split(/\s+/)));
   t.ok([...long.split(' '), ...body.split(' ')].every((word) => seen.has(word)), 'every word of the heading and the text is in a chunk');
+
+  const lines = chunkBlocks([{ kind: 'heading', text: long.replaceAll(' title1', '\ntitle1') }, { kind: 'paragraph', text: body }]);
+  t.notOk(lines[0]!.content.includes('\n'), 'a long heading over several lines: its first chunk does not start with its first words twice');
+  const emoji = chunkBlocks([{ kind: 'heading', text: `a${'😀'.repeat(150)}` }, { kind: 'paragraph', text: body }]);
+  t.ok(emoji.every((chunk) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])/.test(chunk.content)), 'a heading without spaces is never cut inside a character');
 });

@@ -84,7 +84,7 @@ export function chunkBlocks(blocks: readonly Block[], options: ChunkOptions = {}
   };
 
   for (const block of blocks) {
-    const text = normalizeText(block.text);
+    let text = normalizeText(block.text);
     if (text === '') continue;
     if (block.url !== url) {
       emit();
@@ -107,8 +107,11 @@ export function chunkBlocks(blocks: readonly Block[], options: ChunkOptions = {}
       }
       // A "heading" of a paragraph's length (a line marked `#`, a long <h1>) would be repeated whole
       // in every chunk under it: its first words head them, and all of it is text.
-      const cut = flat.lastIndexOf(' ', MAX_HEADING);
-      heading = flat.slice(0, cut > MAX_HEADING / 2 ? cut : MAX_HEADING);
+      const space = flat.lastIndexOf(' ', MAX_HEADING);
+      const high = flat.charCodeAt(MAX_HEADING - 1);
+      heading = flat.slice(0, space > MAX_HEADING / 2 ? space : high >= 0xd800 && high <= 0xdbff ? MAX_HEADING - 1 : MAX_HEADING);
+      // Its lines as one, as the heading has them: the first chunk then starts with the heading rather than repeating it.
+      text = flat;
     }
     bufferSource ??= sourceOf(block);
     for (const word of text.split(/(?<=\s)|(?=\s)/)) {
