@@ -111,13 +111,19 @@ export const boolean = (options: Presence = {}): Rule => ({ type: 'boolean', con
 
 export const oneOf = (values: readonly string[], options: Presence = {}): Rule => ({ type: 'enum', values: [...values], ...presence(options) });
 
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-
 /**
- * An email address of at most `max` characters. The length is checked before the pattern, and the
- * pattern has one `@`: the validator's own email rule tests `^\S+@\S+\.\S+$` on the whole value
- * whatever its length, which backtracks in cubic time (a 1 MiB login body would hold the process).
+ * What fastest-validator's email rule accepts (`^\S+@\S+\.\S+$`: no white space, an `@` after the
+ * first character, and a `.` after the character that follows it and before the last), decided in
+ * one pass: the rule itself tests that pattern on the whole value whatever its length, in cubic
+ * time (a 1 MiB login body would hold the process).
  */
+export function looksLikeEmail(value: string): boolean {
+  if (/\s/.test(value)) return false;
+  const at = value.indexOf('@');
+  return at >= 1 && value.lastIndexOf('.', value.length - 2) >= at + 2;
+}
+
+/** An email address of at most `max` characters, its length checked before its form. */
 export const email = (options: Presence & { max?: number } = {}): Rule => {
   const max = options.max ?? 255;
   return {
@@ -126,7 +132,7 @@ export const email = (options: Presence & { max?: number } = {}): Rule => {
     max,
     ...presence(options),
     custom(value: unknown, errors: Array<Record<string, unknown>>) {
-      if (typeof value === 'string' && value.length > 0 && value.length <= max && !EMAIL.test(value)) errors.push({ type: 'email', actual: value });
+      if (typeof value === 'string' && value.length > 0 && value.length <= max && !looksLikeEmail(value)) errors.push({ type: 'email', actual: value });
       return value;
     },
   };
