@@ -155,6 +155,9 @@ t.test('sentences: a short one waits for the next, long unpunctuated text is cut
   t.ok(pieces.slice(0, -1).every((piece) => /item\d+$/.test(piece)), 'cut between words');
   t.equal(pieces.join(' '), `Ok. ${words}`, 'nothing lost or reordered');
 
+  const numbers = [...chunker.push(`abcde${'x9,5:30;'.repeat(40)}end`), ...chunker.flush()];
+  t.ok(numbers.slice(0, -1).every((piece) => piece.endsWith(';')), 'no spaces: cut after a clause mark, not inside "9,5" or "5:30"');
+  t.equal(numbers.join(''), `abcde${'x9,5:30;'.repeat(40)}end`);
   const unbroken = 'x'.repeat(450);
   t.same([...chunker.push(unbroken), ...chunker.flush()].map((piece) => piece.length), [200, 200, 50], 'no spaces at all: cut at 200');
   const emoji = `${'y'.repeat(199)}😀${'y'.repeat(10)}`;

@@ -142,7 +142,11 @@ const MAX_SENTENCE = 200;
  * the white space after them ("3.5" is not an end), the full-width ends of Chinese and Japanese do not; a line break always ends one.
  */
 const SENTENCE_END = /[.!?…।؟]+["'”’)\]]*\s+|[。！？]+["'”’」』)\]]*\s*|\n+/g;
-const SOFT_BREAK = /[\s,;:，、；：]/;
+/** Where text without a sentence end is cut, best first: after white space, else after a clause mark that is not inside a number ("3,5", "10:30"). */
+const SOFT_BREAKS: ReadonlyArray<(before: string, mark: string, after: string) => boolean> = [
+  (_before, mark) => /\s/.test(mark),
+  (before, mark, after) => /[,;:，、；：]/.test(mark) && !(/\d/.test(before) && /\d/.test(after)),
+];
 
 /** Cuts streamed text into sentences to speak as soon as each one is complete. */
 export class SentenceChunker {
@@ -174,7 +178,9 @@ export class SentenceChunker {
       if (end >= MIN_SENTENCE) return end;
     }
     if (this.buffer.length <= MAX_SENTENCE) return undefined;
-    for (let at = MAX_SENTENCE; at > MIN_SENTENCE; at--) if (SOFT_BREAK.test(this.buffer[at - 1]!)) return at;
+    for (const soft of SOFT_BREAKS) {
+      for (let at = MAX_SENTENCE; at > MIN_SENTENCE; at--) if (soft(this.buffer[at - 2] ?? '', this.buffer[at - 1]!, this.buffer[at] ?? '')) return at;
+    }
     // Never between the two halves of a character outside the BMP (an emoji).
     const high = this.buffer.charCodeAt(MAX_SENTENCE - 1);
     return high >= 0xd800 && high <= 0xdbff ? MAX_SENTENCE - 1 : MAX_SENTENCE;
