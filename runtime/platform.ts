@@ -92,6 +92,8 @@ export interface RuntimeOptions {
   readonly conversationTurnMs?: number;
   /** How long a conversation's turn holds it between renewals (tests shorten it). @defaultValue 60 s */
   readonly conversationTurnLeaseSeconds?: number;
+  /** Waits between attempts to save a call's end, the last repeating (tests shorten them). */
+  readonly callEndRetryMs?: readonly number[];
 }
 
 export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -192,6 +194,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       droppedCallerFrame: () => metrics?.voice.droppedCallerFrame(),
     },
     wakeWebhooks: () => webhookWorker.wake(),
+    endSaveRetryMs: options.callEndRetryMs,
     evaluate: (callId) => evaluator.evaluate(callId),
     indexCall: async (callId) => {
       const row = await callForIndex(db, callId);

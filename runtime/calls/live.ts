@@ -69,11 +69,13 @@ export interface VoiceDeps {
   evaluate(callId: number): void;
   /** Puts an ended call's transcript in the search index. */
   indexCall(callId: number): Promise<void>;
+  /** Waits before each new attempt to save a call's end; the last repeats (tests shorten them). */
+  readonly endSaveRetryMs?: readonly number[];
 }
 
 /** A media stream must join its call within this, the time a call may stay unconnected. */
 const TOKEN_TTL_MS = CONNECT_TIMEOUT_MS;
-/** Waits before each new attempt to save a call's end. */
+/** Waits before each new attempt to save a call's end; then a minute, for as long as the process runs. */
 const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
 /** How often a process vouches for its live calls in the database. */
 const HEARTBEAT_MS = 30_000;
@@ -575,13 +577,16 @@ export function createVoiceService(deps: VoiceDeps) {
     saving.add(id);
     armHeartbeat();
     try {
+      // Never given up while the process runs: the orphan sweep, the only other way a call ends,
+      // knows nothing of its transcript, recording or evaluation. The heartbeat vouches for it meanwhile.
+      const retries = deps.endSaveRetryMs ?? END_SAVE_RETRY_MS;
       for (let attempt = 0; ; attempt++) {
         try {
           return await save();
         } catch (error) {
-          const delay = END_SAVE_RETRY_MS[attempt];
-          if (delay === undefined || stopped) throw error;
-          logger.warn({ err: error, callId: id, attempt: attempt + 1 }, 'the end of the call could not be saved; trying again');
+          if (stopped) throw error;
+          const delay = retries[Math.min(attempt, retries.length - 1)]!;
+          logger[attempt < retries.length ? 'warn' : 'error']({ err: error, callId: id, attempt: attempt + 1 }, 'the end of the call could not be saved; trying again');
           await sleep(delay, undefined, { signal: stopping.signal, ref: false }).catch(() => undefined);
         }
       }
@@ -610,7 +615,6 @@ export function createVoiceService(deps: VoiceDeps) {
       }
     },
 
-    /** A carrier status callback (`CallStatus`, `AnsweredBy`) for a call. */
     /**
      * A carrier's status callback for `callId`. It must name the carrier's call (`callSid`) once
      * that is known, and a web call has none: without TWILIO_AUTH_TOKEN the callback is not signed,
