@@ -42,6 +42,15 @@ t.test('an inbound call: TwiML, greeting, a turn answered, hang-up, the call rec
   t.ok(ended.duration >= 2, `duration ${ended.duration}`);
 });
 
+t.test("the caller's words right before hanging up are in the transcript", async (t) => {
+  const s = await voiceSetup(t);
+  const { phone, callId } = await callIn(s, ['Cancel my order 12345 please']);
+  await phone.untilAgentDone();
+  await phone.talk(1_500);
+  phone.phone.hangUp();
+  t.equal((await endedCall(s, callId)).transcript, 'assistant: Hello, this is Bot.\nuser: Cancel my order 12345 please');
+});
+
 t.test('an unknown number gets TwiML that says so and hangs up; no call is created', async (t) => {
   const s = await voiceSetup(t);
   const form = new URLSearchParams({ To: '+19995550000', From: '+14155550199', CallSid: 'CA0002' });
