@@ -92,9 +92,13 @@ t.test('a rented number is renewed monthly; unpaid it lapses and takes no calls 
   const refused = await place();
   t.same([refused.status, refused.body.errors], [422, { assistant_id: ["The assistant's phone number has lapsed: it is renewed once the balance covers its month."] }], 'nor places any');
 
+  // Lapsed for 20 days by the time the owner can pay: the month paid then starts then.
+  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE phone_numbers SET paid_until = now() - interval '20 days' WHERE id = $1`, [s.numberId]));
   await s.api.credit(s.userId, 5);
   t.same(await phoneNumbers.renewDue(), { renewed: [s.numberId], lapsed: [] }, 'renewed once the owner can pay');
   t.equal((await owned()).has_active_subscription, true);
+  const daysPaid = await withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT extract(epoch FROM paid_until - now()) / 86400 AS days FROM phone_numbers WHERE id = $1`, [s.numberId])).rows[0].days));
+  t.ok(daysPaid >= 27, `a whole month from the renewal (${daysPaid.toFixed(1)} days), not the rest of one that began while it took no calls`);
   t.match(String((await webhook('CArenewed')).body), /<Stream/, 'and it takes calls again');
 
   await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE phone_numbers SET paid_until = now() - interval '31 days', has_active_subscription = false WHERE id = $1`, [s.numberId]));

@@ -122,10 +122,14 @@ export async function numbersDue(db: CommonQueryMethods, graceDays: number, limi
     ORDER BY paid_until LIMIT ${limit}`);
 }
 
-/** Pays the number's next month (active again if it had lapsed); false when another renewal came first. */
+/**
+ * Pays the number's next month; false when another renewal came first. An active number's month
+ * follows the last; a lapsed one's starts now (it took and placed no calls while lapsed).
+ */
 export async function extendNumber(db: CommonQueryMethods, number: DueNumber): Promise<boolean> {
   const result = await db.query(sql.unsafe`
-    UPDATE phone_numbers SET paid_until = paid_until + interval '1 month', has_active_subscription = true
+    UPDATE phone_numbers
+    SET paid_until = CASE WHEN has_active_subscription THEN paid_until ELSE greatest(paid_until, now()) END + interval '1 month', has_active_subscription = true
     WHERE id = ${number.id} AND paid_until = ${number.paid_until}::timestamptz`);
   return result.rowCount > 0;
 }
