@@ -3,7 +3,8 @@
  * behind there: the delete may clear the index before the chunks arrive (as with Elasticsearch,
  * which has no foreign key to cascade), so ingestion removes them once it finds the document gone.
  * The index here keeps chunks by document as an external index does; the rest is the real worker
- * pool, local embedder and database.
+ * pool, local embedder and database. A job whose every run ended with its process is failed, not
+ * run again.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -74,4 +75,45 @@ t.test('chunks of a document deleted during indexing are removed', async (t) => 
   await indexing;
   await ingestion.stop();
   t.notOk(stored.has(documentId), 'no chunk of the deleted document is left in the index');
+});
+
+t.test('a job claimed more often than its attempts without an outcome (its runs brought the process down) fails instead of running again', async (t) => {
+  const databaseUrl = await freshDatabase();
+  const dataDir = await mkdtemp(join(tmpdir(), 'ap-poison-'));
+  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 4 });
+  const workers = createWorkerPool(1);
+  t.teardown(async () => {
+    await workers.close();
+    await pool.end();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  await mkdir(join(dataDir, 'uploads'));
+  await writeFile(join(dataDir, 'uploads', 'poison.txt'), 'Some text.');
+  const documentId = await withClient(databaseUrl, async (db) => {
+    const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
+    const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
+    const doc = (await db.query(`INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, 'Poison', 'txt', '{"path": "uploads/poison.txt"}') RETURNING id`, [kb, user])).rows[0].id;
+    // Claimed three times (the limit), each run's process gone before it recorded anything: the lease has expired.
+    await db.query(`INSERT INTO document_jobs (document_id, status, attempts, lease_expires_at) VALUES ($1, 'running', 3, now() - interval '1 second')`, [doc]);
+    return Number(doc);
+  });
+  let indexed = 0;
+  const index = { name: 'postgres', async replaceDocument() { indexed++; }, async deleteDocument() {} } as Pick<SearchIndex, 'name' | 'replaceDocument' | 'deleteDocument'> as SearchIndex;
+  const ingestion = createIngestion({
+    pool,
+    workers,
+    embedder: createLocalEmbedder(workers),
+    index,
+    crawler: createCrawler({ fetch: createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }), workers }),
+    dataDir,
+    logger: createLogger('silent'),
+    concurrency: 1,
+    leaseMs: 60_000,
+  });
+  ingestion.start();
+  const status = () => withClient(databaseUrl, async (db) => (await db.query(`SELECT status, error FROM documents WHERE id = $1`, [documentId])).rows[0]);
+  for (let i = 0; i < 200 && (await status()).status === 'processing'; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  await ingestion.stop();
+  t.same(await status(), { status: 'failed', error: 'The document could not be processed.' });
+  t.equal(indexed, 0, 'not run a fourth time');
 });

@@ -109,6 +109,15 @@ export function createIngestion(options: IngestionOptions) {
   }
 
   async function runJob(job: ClaimedJob): Promise<void> {
+    if (job.attempts > maxAttempts) {
+      // Claimed this often with no outcome recorded: each run ended with its process (a document
+      // that brings the process down, or takes longer than its lease every time). Not run again.
+      await pool
+        .transaction((tx) => failJob(tx, job, 'The document could not be processed.'))
+        .then(() => logger.error({ documentId: job.document_id, attempt: job.attempts }, 'document failed: its runs never finished'))
+        .catch((error: unknown) => logger.warn({ err: error, documentId: job.document_id }, 'could not record the ingestion outcome'));
+      return;
+    }
     const renew = setInterval(() => {
       renewLease(pool, job.id, options.leaseMs).catch((error: unknown) => logger.warn({ err: error, jobId: job.id }, 'could not renew job lease'));
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
