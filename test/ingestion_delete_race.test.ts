@@ -4,7 +4,7 @@
  * which has no foreign key to cascade), so ingestion removes them once it finds the document gone.
  * The index here keeps chunks by document as an external index does; the rest is the real worker
  * pool, local embedder and database. A job whose every run ended with its process is failed, not
- * run again.
+ * run again; a run whose lease ran out does not settle the job over its newer claim.
  */
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -116,4 +116,31 @@ t.test('a job claimed more often than its attempts without an outcome (its runs 
   await ingestion.stop();
   t.same(await status(), { status: 'failed', error: 'The document could not be processed.' });
   t.equal(indexed, 0, 'not run a fourth time');
+});
+
+t.test("a run whose lease ran out does not record its outcome over the job's newer claim", async (t) => {
+  const { claimJob, completeJob, failJob, retryJob } = await import('../runtime/knowledge/jobs.js');
+  const databaseUrl = await freshDatabase();
+  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 2 });
+  t.teardown(() => pool.end());
+  const documentId = await withClient(databaseUrl, async (db) => {
+    const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
+    const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
+    const doc = (await db.query(`INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, 'Slow', 'txt', '{"path": "uploads/slow.txt"}') RETURNING id`, [kb, user])).rows[0].id;
+    await db.query(`INSERT INTO document_jobs (document_id) VALUES ($1)`, [doc]);
+    return Number(doc);
+  });
+  const state = () => withClient(databaseUrl, async (db) => (await db.query(`SELECT d.status AS document, j.status AS job FROM documents d JOIN document_jobs j ON j.document_id = d.id WHERE d.id = $1`, [documentId])).rows[0]);
+  const stale = (await claimJob(pool, 60_000))!;
+  await withClient(databaseUrl, (db) => db.query(`UPDATE document_jobs SET lease_expires_at = now() - interval '1 second'`));
+  const current = (await claimJob(pool, 60_000))!;
+  t.equal(current.attempts, 2, 'claimed again once the first lease ran out');
+
+  await pool.transaction((tx) => failJob(tx, stale, 'a late failure'));
+  await retryJob(pool, stale, 'a late retry', 0);
+  t.same(await state(), { document: 'processing', job: 'running' }, "the first run's late failure and retry change nothing");
+  t.equal(await pool.transaction((tx) => completeJob(tx, stale)), 'superseded', 'nor does its late success');
+  t.same(await state(), { document: 'processing', job: 'running' });
+  t.equal(await pool.transaction((tx) => completeJob(tx, current)), 'done');
+  t.same(await state(), { document: 'active', job: 'done' }, 'the newer claim settles it');
 });

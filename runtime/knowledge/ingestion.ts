@@ -87,11 +87,16 @@ export function createIngestion(options: IngestionOptions) {
       { userId: job.user_id, knowledgebaseId: job.knowledgebase_id, documentId: job.document_id, language: job.language ?? undefined, embeddingModel: embedder.model },
       indexed,
     );
-    if (!(await pool.transaction((tx) => completeJob(tx, job)))) {
+    const outcome = await pool.transaction((tx) => completeJob(tx, job));
+    if (outcome === 'deleted') {
       // Deleted while it was being indexed: the delete may have cleared the index before these
       // chunks arrived, so they are removed here rather than left searchable-but-hidden.
       await index.deleteDocument(job.user_id, job.document_id);
       logger.info({ documentId: job.document_id }, 'document deleted during ingestion; its chunks removed');
+      return;
+    }
+    if (outcome === 'superseded') {
+      logger.warn({ documentId: job.document_id, attempt: job.attempts }, 'the job was claimed again while this run went on (its lease ran out); the newer run settles it');
       return;
     }
     logger.info({ documentId: job.document_id, chunks: chunks.length, attempt: job.attempts }, 'document ingested');

@@ -47,25 +47,41 @@ export async function renewLease(db: CommonQueryMethods, jobId: number, leaseMs:
     WHERE id = ${jobId} AND status = 'running'`);
 }
 
-/** Final success: document active, job done, knowledgebase status recomputed; false when the document is gone. */
-export async function completeJob(db: CommonQueryMethods, job: ClaimedJob): Promise<boolean> {
-  await db.query(sql.unsafe`UPDATE document_jobs SET status = 'done', lease_expires_at = NULL, last_error = NULL, updated_at = now() WHERE id = ${job.id}`);
+/**
+ * The job as this claim holds it: running, claimed this many times. A worker whose lease ran out
+ * while it still worked finds the job claimed again (or settled) and must not record an outcome
+ * over the newer claim's.
+ */
+const ownClaim = (job: ClaimedJob) => sql.fragment`id = ${job.id} AND status = 'running' AND attempts = ${job.attempts}`;
+
+/**
+ * Final success: document active, job done, knowledgebase status recomputed. `deleted` when the
+ * document is gone; `superseded` when the job was claimed again meanwhile (that claim settles it).
+ */
+export async function completeJob(db: CommonQueryMethods, job: ClaimedJob): Promise<'done' | 'deleted' | 'superseded'> {
+  const own = await db.query(sql.unsafe`UPDATE document_jobs SET status = 'done', lease_expires_at = NULL, last_error = NULL, updated_at = now() WHERE ${ownClaim(job)}`);
+  if (own.rowCount === 0) return (await documentExists(db, job.document_id)) ? 'superseded' : 'deleted';
   const updated = await db.query(sql.unsafe`UPDATE documents SET status = 'active', error = NULL, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
-  return updated.rowCount > 0;
+  return updated.rowCount > 0 ? 'done' : 'deleted';
 }
 
-/** Final failure: document failed with a message for the user. */
+async function documentExists(db: CommonQueryMethods, documentId: number): Promise<boolean> {
+  return db.exists(sql.unsafe`SELECT 1 FROM documents WHERE id = ${documentId}`);
+}
+
+/** Final failure: document failed with a message for the user (unless the job was claimed again meanwhile). */
 export async function failJob(db: CommonQueryMethods, job: ClaimedJob, message: string): Promise<void> {
-  await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE id = ${job.id}`);
+  const own = await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE ${ownClaim(job)}`);
+  if (own.rowCount === 0) return;
   await db.query(sql.unsafe`UPDATE documents SET status = 'failed', error = ${message}, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
 }
 
-/** A transient failure: try again after `delayMs`. */
+/** A transient failure: try again after `delayMs` (unless the job was claimed again meanwhile). */
 export async function retryJob(db: CommonQueryMethods, job: ClaimedJob, message: string, delayMs: number): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE document_jobs SET status = 'pending', lease_expires_at = NULL, last_error = ${message},
       run_after = now() + ${delayMs} * interval '1 millisecond', updated_at = now()
-    WHERE id = ${job.id}`);
+    WHERE ${ownClaim(job)}`);
 }
