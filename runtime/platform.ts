@@ -223,6 +223,8 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   ingestion.start();
   webhookWorker.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
+  const evaluationSweep = setInterval(() => void evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')), 5 * 60_000);
+  evaluationSweep.unref();
   void conversationEngine.refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
   const renewNumbers = () => void services.phoneNumbers.renewDue().catch((error: unknown) => logger.error({ err: error }, 'phone numbers could not be renewed'));
   const renewals = setInterval(renewNumbers, 60 * 60_000);
@@ -254,6 +256,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     async stop() {
       clearInterval(renewals);
       await voice.stop();
+      clearInterval(evaluationSweep);
       await evaluator.idle();
       await webhookWorker.stop();
       await conversationEngine.stop();

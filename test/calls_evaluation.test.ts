@@ -70,3 +70,22 @@ t.test('with the dev model, without a fake: the fields come from the caller word
   const call = (await s.api.request('GET', `/user/calls/${callId}`, { token: s.token })).body.data;
   t.same(call.evaluation, { customer_name: 'My budget is 300, yes please.', budget: 300, interested: true });
 });
+
+t.test('an evaluation still pending long after its call (its result could not be saved) is taken up again while the process runs', async (t) => {
+  const s = await voiceSetup(t, { llm_model_id: 6, post_call_schema: schema });
+  const { phone, callId } = await callIn(s, ['My budget is 300, yes please.']);
+  await phone.untilAgentDone();
+  await phone.turn(1_000);
+  phone.phone.hangUp();
+  await endedCall(s, callId);
+  const evaluator = s.api.platform.runtime.services.evaluator;
+  await evaluator.settled(callId);
+  // As if saving the result had failed: pending, five minutes after the call...
+  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET evaluation_status = 'pending', evaluation = NULL, ended_at = now() - interval '5 minutes' WHERE id = $1`, [callId]));
+  t.equal(await evaluator.sweep(), 0, 'a young one may be under way elsewhere: left alone');
+  // ...and twenty.
+  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET ended_at = now() - interval '20 minutes' WHERE id = $1`, [callId]));
+  t.equal(await evaluator.sweep(), 1);
+  const call = (await s.api.request('GET', `/user/calls/${callId}`, { token: s.token })).body.data;
+  t.same(call.evaluation, { customer_name: 'My budget is 300, yes please.', budget: 300, interested: true });
+});

@@ -62,6 +62,10 @@ export function checkExtraction(schema: readonly SchemaField[], reply: string): 
   return { evaluation, ok: true };
 }
 
+const idRow = z.object({ id: z.number() });
+/** An evaluation pending this long after its call ended is taken up again (one takes seconds; the webhook waits 10 minutes at most). */
+const STALE_EVALUATION_MINUTES = 15;
+
 const subject = z.object({
   transcript: z.string(),
   mode: z.enum(['pipeline', 'multimodal', 'dualplex']),
@@ -139,8 +143,18 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
     },
     /** Evaluations a stopped process left pending. */
     async resume(): Promise<void> {
-      const ids = await pool.anyFirst(sql.type(z.object({ id: z.number() }))`SELECT id FROM calls WHERE evaluation_status = 'pending' ORDER BY id LIMIT 100`);
+      const ids = await pool.anyFirst(sql.type(idRow)`SELECT id FROM calls WHERE evaluation_status = 'pending' ORDER BY id LIMIT 100`);
       for (const id of ids) await evaluate(id);
+    },
+    /**
+     * Evaluations still pending long after their call ended (one whose result could not be saved,
+     * a process stopped mid-way), while the process runs; younger ones are under way somewhere.
+     */
+    async sweep(): Promise<number> {
+      const ids = await pool.anyFirst(sql.type(idRow)`
+        SELECT id FROM calls WHERE evaluation_status = 'pending' AND ended_at < now() - ${STALE_EVALUATION_MINUTES} * interval '1 minute' ORDER BY id LIMIT 100`);
+      for (const id of ids) await evaluate(id);
+      return ids.length;
     },
     /** Resolves when the evaluation of `callId` (if any is running) is saved. */
     settled(callId: number): Promise<void> {
