@@ -11,10 +11,13 @@ import { createLogger } from '../runtime/logger.js';
 /**
  * Text chat: messages per second through `POST /api/conversations/{uuid}/messages` with the dev
  * model, persistence and billing on (each message is stored, charged to the owner's ledger and
- * answered), spread over many conversations; then `sockets` idle widget sockets (their clients in
- * another process) and the server memory each costs.
+ * answered), spread over many conversations; then `sockets` idle widget sockets, 8 per conversation
+ * (their clients in another process), and the server memory each costs.
  * Usage: `npm run bench:chat [-- seconds sockets]` (default 10 s, 10,000 sockets).
  */
+
+/** Idle sockets per conversation in the memory measurement. */
+const SOCKETS_PER_CONVERSATION = 8;
 
 export interface ChatResult {
   readonly messagesPerSecond: number;
@@ -22,6 +25,9 @@ export interface ChatResult {
   readonly p99: number;
   readonly errors: number;
   readonly sockets: number;
+  /** JavaScript heap per idle socket (exact). */
+  readonly heapKbPerSocket: number;
+  /** Process memory per idle socket, uWS's native part included (rough: allocator noise). */
   readonly kbPerSocket: number;
 }
 
@@ -40,16 +46,35 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
     await call('POST', `/admin/users/${user.user.id}/balance`, { amount: 1_000_000, reason: 'bench' }, adminToken);
     const assistant = await call('POST', '/user/assistant', { name: 'Chat', voice_id: 1, language_id: 1, type: 'outbound', mode: 'pipeline', timezone: 'UTC', initial_message: 'Hi', system_prompt: 'Help', llm_model_id: 6 }, user.token);
     const read = await call('GET', `/user/assistant/${assistant.data.id}`, undefined, user.token);
+    const conversation = async () => (await call('POST', '/conversations', { assistant_id: read.data.uuid, type: 'widget' })).conversation_id as string;
     const conversations: string[] = [];
-    for (let i = 0; i < 100; i++) conversations.push((await call('POST', '/conversations', { assistant_id: read.data.uuid, type: 'widget' })).conversation_id);
+    for (let i = 0; i < 100; i++) conversations.push(await conversation());
+    // The idle sockets as visitors keep them: a few tabs on each conversation (at most 16 are let in per conversation).
+    const watched: string[] = [];
+    for (let i = 0; i < Math.ceil(options.sockets / SOCKETS_PER_CONVERSATION); i++) watched.push(await conversation());
     const clients = fork(fileURLToPath(new URL('./sockets.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    const before = process.memoryUsage().rss;
+    // After a collection (`--expose-gc`, as the npm scripts run it): the heap's live objects (exact),
+    // and what the process holds beside the heap's pages (uWS's own socket memory is only there;
+    // the allocator's give and take makes it a rough figure, a few MB either way).
+    const settled = () => {
+      (globalThis as { gc?: () => void }).gc?.();
+      const { rss, heapTotal, heapUsed } = process.memoryUsage();
+      return { heap: heapUsed, total: rss - heapTotal + heapUsed };
+    };
     const url = origin.replace(/^http/, 'ws');
-    const opened = await new Promise<number>((resolve) => {
-      clients.once('message', (reply: { opened: number }) => resolve(reply.opened));
-      clients.send({ open: { urls: conversations.map((id) => `${url}/ws/conversations/${id}`), count: options.sockets } });
-    });
-    const after = process.memoryUsage().rss;
+    const open = (count: number) =>
+      new Promise<number>((resolve) => {
+        clients.once('message', (reply: { opened: number }) => resolve(reply.opened));
+        clients.send({ open: { urls: watched.map((id) => `${url}/ws/conversations/${id}`), count } });
+      });
+    // Half the sockets first, then the other half measured: the first absorbs what the setup's
+    // garbage and the allocator's first growth would otherwise add, or take away, as noise.
+    const half = Math.floor(options.sockets / 2);
+    const first = await open(half);
+    const before = settled();
+    const opened = await open(options.sockets - half);
+    const after = settled();
+    const measured = opened - first;
     clients.disconnect();
     let next = 0;
     const result = await autocannon({
@@ -71,7 +96,8 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
       p99: result.latency.p99,
       errors: result.non2xx + result.errors,
       sockets: opened,
-      kbPerSocket: opened ? (after - before) / 1024 / opened : 0,
+      heapKbPerSocket: measured ? (after.heap - before.heap) / 1024 / measured : 0,
+      kbPerSocket: measured ? (after.total - before.total) / 1024 / measured : 0,
     };
   } finally {
     await platform.close();
@@ -83,9 +109,9 @@ export function formatChat(result: ChatResult): string {
   return [
     'Text chat (dev model, persistence and billing on, 100 conversations, 50 connections)',
     '',
-    '| messages/s | p50 ms | p99 ms | errors | idle widget sockets | server KB per socket |',
-    '|---|---|---|---|---|---|',
-    `| ${Math.round(result.messagesPerSecond)} | ${result.p50} | ${result.p99} | ${result.errors} | ${result.sockets} | ${result.kbPerSocket.toFixed(1)} |`,
+    '| messages/s | p50 ms | p99 ms | errors | idle widget sockets | heap KB per socket | process KB per socket (rough) |',
+    '|---|---|---|---|---|---|---|',
+    `| ${Math.round(result.messagesPerSecond)} | ${result.p50} | ${result.p99} | ${result.errors} | ${result.sockets} | ${result.heapKbPerSocket.toFixed(2)} | ${result.kbPerSocket.toFixed(1)} |`,
   ].join('\n');
 }
 
