@@ -100,3 +100,34 @@ t.test('upgrades take from the per-IP budget', async (t) => {
   t.ok(statuses.filter((s) => s === 101).length > 10, 'many upgrades first');
   t.equal(statuses.at(-1), 429, 'then refused once the budget is spent');
 });
+
+t.test('sockets refused as one too many are not counted: after a burst, the conversation takes 16 again; the id is counted in any case', async (t) => {
+  const fresh = await startTestPlatform(t);
+  const owner = await fresh.user();
+  const bot = await fresh.assistant(owner.token);
+  const id = (await fresh.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const connect = (path: string) =>
+    new Promise<{ socket: WebSocket; open: boolean }>((resolve) => {
+      const socket = new WebSocket(`${fresh.origin.replace('http', 'ws')}/ws/conversations/${path}`);
+      socket.once('open', () => resolve({ socket, open: true }));
+      socket.once('unexpected-response', () => resolve({ socket, open: false }));
+      socket.once('error', () => undefined);
+    });
+  const widgetSockets = async () => Number(/^open_sockets\{kind="widget"\} (\d+)$/m.exec(String((await fresh.request('GET', '//metrics')).body))?.[1] ?? 0);
+  const stillOpen = async (results: Array<{ socket: WebSocket; open: boolean }>) => {
+    // Those let in past the check at once are closed (1013) just after opening.
+    const open = () => results.filter((r) => r.open && r.socket.readyState === WebSocket.OPEN).length;
+    for (let i = 0; i < 200 && open() > 16; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    return open();
+  };
+  for (const round of [1, 2]) {
+    // Half of them by the id in capitals: the same conversation.
+    const burst = await Promise.all(Array.from({ length: 20 }, (_, i) => connect(i % 2 ? id.toUpperCase() : id)));
+    t.equal(await stillOpen(burst), 16, `burst ${round}: 16 stay open`);
+    t.equal(await widgetSockets(), 16, 'and 16 are counted');
+    for (const r of burst) r.socket.close();
+    // Until the server has seen every close.
+    for (let i = 0; i < 200 && (await widgetSockets()) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    t.equal(await widgetSockets(), 0);
+  }
+});

@@ -20,6 +20,8 @@ interface SocketData {
   readonly ip: string;
   unsubscribe?: () => void;
   closed: boolean;
+  /** Ended in open() as one too many: never counted. */
+  refused?: boolean;
 }
 
 const MAX_FRAME = 16 * 1024;
@@ -63,7 +65,8 @@ export function conversationSocket(
     idleTimeout: 120,
     sendPingsAutomatically: true,
     upgrade(res, req, context) {
-      const conversationId = req.getParameter(0) ?? '';
+      // Ids are stored, and events keyed, in lower case; the cap counts them so too.
+      const conversationId = (req.getParameter(0) ?? '').toLowerCase();
       const key = req.getHeader('sec-websocket-key');
       const protocol = req.getHeader('sec-websocket-protocol');
       const extensions = req.getHeader('sec-websocket-extensions');
@@ -91,11 +94,15 @@ export function conversationSocket(
     },
     open(ws) {
       const data = ws.getUserData();
+      const count = openSockets.get(data.conversationId) ?? 0;
+      // Upgrades that passed the check together while the conversation was looked up: the last ones
+      // leave, uncounted (uWS runs close() inside end(), where this socket can no longer be read).
+      if (count >= MAX_SOCKETS_PER_CONVERSATION) {
+        data.refused = true;
+        return void ws.end(1013, TOO_MANY_SOCKETS);
+      }
+      openSockets.set(data.conversationId, count + 1);
       deps.onCount?.(1);
-      const count = (openSockets.get(data.conversationId) ?? 0) + 1;
-      openSockets.set(data.conversationId, count);
-      // Upgrades that passed the check together while the conversation was looked up: the last ones leave.
-      if (count > MAX_SOCKETS_PER_CONVERSATION) return void ws.end(1013, TOO_MANY_SOCKETS);
       data.unsubscribe = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
         if (!data.closed) ws.send(frameOf(event));
       });
@@ -129,7 +136,13 @@ export function conversationSocket(
       });
     },
     close(ws) {
-      const data = ws.getUserData();
+      let data: SocketData;
+      try {
+        data = ws.getUserData();
+      } catch {
+        return;
+      }
+      if (data.refused) return;
       data.closed = true;
       data.unsubscribe?.();
       deps.onCount?.(-1);
