@@ -110,3 +110,43 @@ t.test("sockets on either process get each stored message once, whichever proces
   for (let i = 0; i < 500 && onA.messages.length < 6; i++) await new Promise((resolve) => setTimeout(resolve, 10));
   t.same(onA.messages.slice(4), ['user: While A was away', `assistant: ${later.body.message}`], 'caught up after the connection came back');
 });
+
+t.test('a message that commits after a later one is still sent to the sockets', async (t) => {
+  const databaseUrl = await freshDatabase();
+  const a = await startTestPlatform(t, { databaseUrl });
+  const owner = await a.user();
+  const bot = await a.assistant(owner.token, { initial_message: 'Hello.' });
+  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const socket = await opened(t, new WebSocket(`${a.origin.replace('http', 'ws')}/ws/conversations/${id}`));
+  const messages: string[] = [];
+  socket.on('message', (data) => {
+    const event = JSON.parse(data.toString());
+    if (event.type === 'message') messages.push(event.content);
+  });
+  const heard = async (content: string) => {
+    for (let i = 0; i < 500 && !messages.includes(content); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    return messages.includes(content);
+  };
+  await a.request('POST', `/conversations/${id}/messages`, { body: { message: 'Warm up' } });
+  t.ok(await heard('Warm up'));
+
+  // Two writers elsewhere: the one that took the lower id commits last.
+  const pg = (await import('pg')).default;
+  const [first, second] = [new pg.Client({ connectionString: databaseUrl }), new pg.Client({ connectionString: databaseUrl })];
+  await Promise.all([first.connect(), second.connect()]);
+  t.teardown(() => Promise.all([first.end(), second.end()]));
+  const insert = (client: InstanceType<typeof pg.Client>, content: string) =>
+    client.query(`INSERT INTO conversation_messages (conversation_id, role, content) VALUES ($1, 'user', $2) RETURNING id`, [id, content]);
+  await first.query('BEGIN');
+  const low = Number((await insert(first, 'Committed last')).rows[0].id);
+  await second.query('BEGIN');
+  const high = Number((await insert(second, 'Committed first')).rows[0].id);
+  t.ok(low < high);
+  await second.query(`SELECT pg_notify('conversation_messages', $1)`, [id]);
+  await second.query('COMMIT');
+  t.ok(await heard('Committed first'));
+  await first.query(`SELECT pg_notify('conversation_messages', $1)`, [id]);
+  await first.query('COMMIT');
+  t.ok(await heard('Committed last'), 'the lower id, committed after the higher one was sent, arrives too');
+  t.equal(messages.filter((m) => m === 'Committed first').length, 1, 'and nothing twice');
+});

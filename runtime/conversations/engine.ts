@@ -25,7 +25,7 @@ import {
   listMessages,
   lockConversation,
   lockUnanswered,
-  messagesAfter,
+  recentMessages,
   settleReply,
   unansweredMessages,
   type ConversationRow,
@@ -144,31 +144,57 @@ export function createConversationEngine(deps: EngineDeps) {
   /**
    * Stored messages reach every socket on their conversation, whichever process stored them: this
    * process's turns emit them as they are saved, and a notification (MESSAGES_CHANNEL) brings the
-   * others' from the database. Per conversation with sockets here, the id of the last message sent
-   * to them keeps each message to one delivery, whichever way comes first. (Deltas and function
-   * calls stream only from the process running the turn.)
+   * others' from the database. Per conversation with sockets here: the last message stored before
+   * the first socket came (`since`, read once), and the ids sent to them lately, so each message
+   * goes out once whichever way comes first, and one that commits after a later id is not skipped.
+   * (Deltas and function calls stream only from the process running the turn.)
    */
-  const delivered = new Map<string, number>();
-  const counting = new Set<string>();
+  interface Watched {
+    since: Promise<number> | undefined;
+    readonly sent: Set<number>;
+  }
+  const watched = new Map<string, Watched>();
   const catchUps = new Map<string, Promise<void>>();
+  /** Ids remembered per watched conversation (a turn stores two messages; many more never arrive at once). */
+  const RECENT_IDS = 256;
 
   function deliver(conversationId: string, messageId: number, event: ConversationEvent): void {
-    const last = delivered.get(conversationId);
-    if (last !== undefined) {
-      if (messageId <= last) return;
-      delivered.set(conversationId, messageId);
+    const watch = watched.get(conversationId);
+    if (watch) {
+      if (watch.sent.has(messageId)) return;
+      watch.sent.add(messageId);
+      if (watch.sent.size > RECENT_IDS) watch.sent.delete(watch.sent.values().next().value!);
     }
     emit(conversationId, event);
   }
 
-  /** Sends this process's sockets on the conversation what other processes stored since. */
+  function watch(conversationId: string): void {
+    if (!notifications || watched.has(conversationId)) return;
+    const entry: Watched = { since: undefined, sent: new Set() };
+    watched.set(conversationId, entry);
+    void readSince(conversationId, entry).catch(() => undefined);
+  }
+
+  /** Where the conversation stood when its first socket here came; a failed read is tried again by the next catch-up. */
+  function readSince(conversationId: string, entry: Watched): Promise<number> {
+    const since = lastMessageId(pool, conversationId);
+    entry.since = since;
+    since.catch((error: unknown) => {
+      logger.warn({ err: error, conversationId }, 'the last message of a conversation could not be read');
+      if (entry.since === since) entry.since = undefined;
+    });
+    return since;
+  }
+
+  /** Sends this process's sockets on the conversation what other processes stored (and they were not sent). */
   function catchUp(conversationId: string): void {
-    if (!delivered.has(conversationId)) return;
+    if (!watched.has(conversationId)) return;
     const next = (catchUps.get(conversationId) ?? Promise.resolve())
       .then(async () => {
-        const after = delivered.get(conversationId);
-        if (after === undefined) return;
-        for (const message of await messagesAfter(pool, conversationId, after)) {
+        const entry = watched.get(conversationId);
+        if (!entry) return;
+        const since = await (entry.since ?? readSince(conversationId, entry));
+        for (const message of await recentMessages(pool, conversationId, since)) {
           deliver(conversationId, message.id, { type: 'message', role: message.role, content: message.content, function_calls: message.function_calls ?? [] });
         }
       })
@@ -184,7 +210,7 @@ export function createConversationEngine(deps: EngineDeps) {
         notified: (conversationId) => catchUp(conversationId),
         // Back after a lost connection: whatever was stored meanwhile.
         listening: () => {
-          for (const conversationId of delivered.keys()) catchUp(conversationId);
+          for (const conversationId of watched.keys()) catchUp(conversationId);
         },
       }, logger)
     : undefined;
@@ -415,22 +441,10 @@ export function createConversationEngine(deps: EngineDeps) {
     subscribe(conversationId: string, listener: (event: ConversationEvent) => void): () => void {
       events.on(conversationId, listener);
       // The first socket here: messages from now on, this process's or another's, go to it once.
-      if (notifications && !delivered.has(conversationId) && !counting.has(conversationId)) {
-        counting.add(conversationId);
-        lastMessageId(pool, conversationId).then(
-          (id) => {
-            counting.delete(conversationId);
-            if (events.listenerCount(conversationId) > 0) delivered.set(conversationId, Math.max(id, delivered.get(conversationId) ?? 0));
-          },
-          (error: unknown) => {
-            counting.delete(conversationId);
-            logger.warn({ err: error, conversationId }, 'the last message of a conversation could not be read');
-          },
-        );
-      }
+      watch(conversationId);
       return () => {
         events.off(conversationId, listener);
-        if (events.listenerCount(conversationId) === 0) delivered.delete(conversationId);
+        if (events.listenerCount(conversationId) === 0) watched.delete(conversationId);
       };
     },
 

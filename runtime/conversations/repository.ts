@@ -76,10 +76,12 @@ export async function insertMessage(
   return row;
 }
 
-export async function messagesAfter(db: CommonQueryMethods, conversationId: string, afterId: number): Promise<readonly MessageRow[]> {
-  return db.any(sql.type(messageRow)`
+/** The latest 50 messages stored after `afterId`, oldest first. */
+export async function recentMessages(db: CommonQueryMethods, conversationId: string, afterId: number): Promise<readonly MessageRow[]> {
+  const rows = await db.any(sql.type(messageRow)`
     SELECT id, role, content, function_calls, cost, created_at FROM conversation_messages
-    WHERE conversation_id = ${conversationId} AND id > ${afterId} ORDER BY id LIMIT 100`);
+    WHERE conversation_id = ${conversationId} AND id > ${afterId} ORDER BY id DESC LIMIT 50`);
+  return [...rows].reverse();
 }
 
 const idRow = z.object({ id: z.number() });
