@@ -93,12 +93,13 @@ t.test('a job claimed more often than its attempts without an outcome (its runs 
     const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
     const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
     const doc = (await db.query(`INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, 'Poison', 'txt', '{"path": "uploads/poison.txt"}') RETURNING id`, [kb, user])).rows[0].id;
-    // Claimed three times (the limit), each run's process gone before it recorded anything: the lease has expired.
-    await db.query(`INSERT INTO document_jobs (document_id, status, attempts, lease_expires_at) VALUES ($1, 'running', 3, now() - interval '1 second')`, [doc]);
+    // Claimed five times (its three attempts and two spare), each run's process gone before it recorded anything: the lease has expired.
+    await db.query(`INSERT INTO document_jobs (document_id, status, attempts, lease_expires_at) VALUES ($1, 'running', 5, now() - interval '1 second')`, [doc]);
     return Number(doc);
   });
   let indexed = 0;
-  const index = { name: 'postgres', async replaceDocument() { indexed++; }, async deleteDocument() {} } as Pick<SearchIndex, 'name' | 'replaceDocument' | 'deleteDocument'> as SearchIndex;
+  let cleared = 0;
+  const index = { name: 'postgres', async replaceDocument() { indexed++; }, async deleteDocument() { cleared++; } } as Pick<SearchIndex, 'name' | 'replaceDocument' | 'deleteDocument'> as SearchIndex;
   const ingestion = createIngestion({
     pool,
     workers,
@@ -115,7 +116,8 @@ t.test('a job claimed more often than its attempts without an outcome (its runs 
   for (let i = 0; i < 200 && (await status()).status === 'processing'; i++) await new Promise((resolve) => setTimeout(resolve, 10));
   await ingestion.stop();
   t.same(await status(), { status: 'failed', error: 'The document could not be processed.' });
-  t.equal(indexed, 0, 'not run a fourth time');
+  t.equal(indexed, 0, 'not run a sixth time');
+  t.equal(cleared, 1, "and whatever an earlier run indexed is removed from the search index");
 });
 
 t.test("a run whose lease ran out does not record its outcome over the job's newer claim", async (t) => {

@@ -114,11 +114,13 @@ export function createIngestion(options: IngestionOptions) {
   }
 
   async function runJob(job: ClaimedJob): Promise<void> {
-    if (job.attempts > maxAttempts) {
+    // Two claims more than the attempts: a run cut short by its neighbour's crash, or by a lease lost in a database blip, is not held against it.
+    if (job.attempts > maxAttempts + 2) {
       // Claimed this often with no outcome recorded: each run ended with its process (a document
       // that brings the process down, or takes longer than its lease every time). Not run again.
       await pool
         .transaction((tx) => failJob(tx, job, 'The document could not be processed.'))
+        .then(() => index.deleteDocument(job.user_id, job.document_id))
         .then(() => logger.error({ documentId: job.document_id, attempt: job.attempts }, 'document failed: its runs never finished'))
         .catch((error: unknown) => logger.warn({ err: error, documentId: job.document_id }, 'could not record the ingestion outcome'));
       return;
@@ -133,6 +135,8 @@ export function createIngestion(options: IngestionOptions) {
       try {
         if (isPermanent(error) || job.attempts >= maxAttempts) {
           await pool.transaction((tx) => failJob(tx, job, message));
+          // Chunks an earlier run indexed before its lease ran out (search does not look at the document's status).
+          await index.deleteDocument(job.user_id, job.document_id);
           logger.info({ documentId: job.document_id, attempt: job.attempts, reason: message }, 'document failed');
         } else {
           await retryJob(pool, job, message, backoffMs * 4 ** (job.attempts - 1));

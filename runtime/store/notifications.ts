@@ -39,7 +39,8 @@ export function listenTo(
   };
 
   async function connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: databaseUrl });
+    // TCP keep-alive: a connection that died without a word (a NAT, a proxy) is noticed and opened again.
+    const client = new pg.Client({ connectionString: databaseUrl, keepAlive: true, keepAliveInitialDelayMillis: 10_000 });
     client.on('error', (error) => drop(client, error));
     client.on('end', () => drop(client));
     client.on('notification', (message) => {
