@@ -63,7 +63,7 @@ export function checkExtraction(schema: readonly SchemaField[], reply: string): 
 }
 
 const idRow = z.object({ id: z.number() });
-/** An evaluation pending this long after its call ended is taken up again (one takes seconds; the webhook waits 10 minutes at most). */
+/** An evaluation pending with its call untouched this long is taken up again (one takes seconds; the webhook waits 10 minutes at most). */
 const STALE_EVALUATION_MINUTES = 15;
 
 const subject = z.object({
@@ -126,7 +126,9 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
         }
       }
       await pool.transaction(async (tx) => {
-        await tx.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(storableJson(result.evaluation) as never)}, evaluation_status = ${result.ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId}`);
+        // The first result saved stands: one taken up again elsewhere meanwhile does not replace it (nor the webhook's copy).
+        const saved = await tx.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(storableJson(result.evaluation) as never)}, evaluation_status = ${result.ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId} AND evaluation_status = 'pending'`);
+        if (saved.rowCount === 0) return;
         await tx.query(sql.unsafe`
           UPDATE webhook_deliveries SET body = jsonb_set(body::jsonb, '{extracted_variables}', ${sql.jsonb(storableJson(result.evaluation) as never)})::text, next_attempt_at = now()
           WHERE call_id = ${callId} AND status = 'pending' AND attempts = 0`);
@@ -151,8 +153,15 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
      * a process stopped mid-way), while the process runs; younger ones are under way somewhere.
      */
     async sweep(): Promise<number> {
+      // Claimed by touching the row: another process's sweep leaves it for the next 15 minutes, as
+      // it leaves a call whose end (or evaluation) was saved lately.
       const ids = await pool.anyFirst(sql.type(idRow)`
-        SELECT id FROM calls WHERE evaluation_status = 'pending' AND ended_at < now() - ${STALE_EVALUATION_MINUTES} * interval '1 minute' ORDER BY id LIMIT 100`);
+        UPDATE calls SET updated_at = now()
+        WHERE id IN (
+          SELECT id FROM calls WHERE evaluation_status = 'pending' AND updated_at < now() - ${STALE_EVALUATION_MINUTES} * interval '1 minute'
+          ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id`);
       for (const id of ids) await evaluate(id);
       return ids.length;
     },
