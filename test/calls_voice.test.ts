@@ -49,6 +49,12 @@ t.test("the caller's words right before hanging up are in the transcript", async
   await phone.talk(1_500);
   phone.phone.hangUp();
   t.equal((await endedCall(s, callId)).transcript, 'assistant: Hello, this is Bot.\nuser: Cancel my order 12345 please');
+
+  const backchannel = await callIn(s, ['Mm-hmm.']);
+  await backchannel.phone.untilAgentDone();
+  await backchannel.phone.talk(600);
+  backchannel.phone.phone.hangUp();
+  t.equal((await endedCall(s, backchannel.callId)).transcript, 'assistant: Hello, this is Bot.', 'a last "mm-hmm" is not kept, as a turn would not be');
 });
 
 t.test('an unknown number gets TwiML that says so and hangs up; no call is created', async (t) => {

@@ -986,9 +986,10 @@ export class CallSession {
     this.transport?.close();
     this.actor.stop();
     const endedAt = this.clock.now();
-    // Words the caller said that never became a turn (a hang-up right after them, or said over the agent): kept, as heard.
+    // Words the caller said that never became a turn (a hang-up right after them, or said over the
+    // agent): kept, as heard, unless they were only a backchannel ("mm-hmm"), which turns drop too.
     const unanswered = [this.heldTurn, this.turnText()].filter(Boolean).join(' ').trim();
-    if (unanswered) this.transcript.push({ role: 'user', text: unanswered });
+    if (unanswered && !isBackchannel(unanswered)) this.transcript.push({ role: 'user', text: unanswered });
     this.prune();
     this.hooks.ended({
       status,
