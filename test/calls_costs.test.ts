@@ -121,7 +121,8 @@ t.test('calls a stopped process left open are ended and charged up to when it la
   await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET updated_at = now() - interval '1 hour' WHERE id = $1`, [liveId]));
   const before = await balance(s);
 
-  t.same([...(await voice.settleOrphans())].sort((a, b) => a - b), [answered, unanswered], 'the silent ones, not one still vouched for, nor this process\'s own');
+  t.same(await voice.settleOrphans(), [], 'seen silent once: not yet (its process may be back from an outage and about to vouch for it)');
+  t.same([...(await voice.settleOrphans())].sort((a, b) => a - b), [answered, unanswered], 'silent at two sweeps: the silent ones, not one still vouched for, nor this process\'s own');
   const read = async (id: number) => (await s.api.request('GET', `/user/calls/${id}`, { token: s.token })).body.data;
   const expected = callCosts(callRate('pipeline', { type: 'normal', country: 'US' }), 4 * 60_000);
   t.match(await read(answered), { status: 'ended', duration: 240, total_cost: expected.total, carrier_cost: expected.carrier }, 'charged for the four minutes up to the last sign of life');
@@ -129,6 +130,14 @@ t.test('calls a stopped process left open are ended and charged up to when it la
   t.match(await read(recent), { status: 'in-progress' });
   t.equal(Math.round((before - (await balance(s))) * 1e6) / 1e6, expected.total, 'the ledger took exactly that');
   t.same(await voice.settleOrphans(), [], 'once');
+
+  // Vouched for between two sweeps (its process back after an outage): the count starts again.
+  const lastSeen = (minutes: number) => withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET updated_at = now() - make_interval(mins => $2) WHERE id = $1`, [recent, minutes]));
+  await lastSeen(7);
+  t.same(await voice.settleOrphans(), [], 'silent, seen once');
+  await lastSeen(6);
+  t.same(await voice.settleOrphans(), [], 'silent again, but touched since the last sweep');
+  t.same(await voice.settleOrphans(), [recent], 'then silent at two sweeps in a row');
 
   // As simulated time passes, the process's heartbeat moves the live call's updated_at.
   const silentFor = () => withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT extract(epoch FROM now() - updated_at) AS age FROM calls WHERE id = $1`, [liveId])).rows[0].age));

@@ -531,9 +531,18 @@ export function createVoiceService(deps: VoiceDeps) {
    * Ends the calls a stopped process left open, as of when that process last vouched for them:
    * answered ones are charged for the time up to then and their webhook is queued.
    */
+  /** Silent calls seen by the last sweep, as last touched then. */
+  let sighted = new Map<number, string>();
+
   async function settleOrphans(): Promise<number[]> {
     const settled: number[] = [];
-    for (const call of await orphanedCalls(pool, ORPHAN_AFTER_SECONDS, [...live.keys(), ...saving])) {
+    const silent = await orphanedCalls(pool, ORPHAN_AFTER_SECONDS, [...live.keys(), ...saving]);
+    // Only a call silent at two sweeps in a row, untouched between them: after a database outage
+    // longer than the orphan age, the process that holds a call has a sweep's interval (two of
+    // its heartbeats) to vouch for it again before it is taken for left.
+    const confirmed = silent.filter((call) => sighted.get(call.id) === call.last_seen);
+    sighted = new Map(silent.map((call) => [call.id, call.last_seen]));
+    for (const call of confirmed) {
       const rate = await rateOf(call.user_id, call.mode, call.type, call.assistant_phone_number);
       const costs = call.answered_ms === null ? { seconds: 0, carrier: 0, total: 0 } : callCosts(rate, call.last_seen_ms - call.answered_ms);
       const closed = await pool.transaction(async (tx) => {
