@@ -51,7 +51,8 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
     for (let i = 0; i < 100; i++) conversations.push(await conversation());
     // The idle sockets as visitors keep them: a few tabs on each conversation (at most 16 are let in per conversation).
     const watched: string[] = [];
-    for (let i = 0; i < Math.ceil(options.sockets / SOCKETS_PER_CONVERSATION); i++) watched.push(await conversation());
+    const perHalf = (count: number) => Math.ceil(count / SOCKETS_PER_CONVERSATION);
+    for (let i = 0; i < perHalf(Math.floor(options.sockets / 2)) + perHalf(Math.ceil(options.sockets / 2)); i++) watched.push(await conversation());
     const clients = fork(fileURLToPath(new URL('./sockets.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     // After a collection (`--expose-gc`, as the npm scripts run it): the heap's live objects (exact),
     // and what the process holds beside the heap's pages (uWS's own socket memory is only there;
@@ -62,17 +63,23 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
       return { heap: heapUsed, total: rss - heapTotal + heapUsed };
     };
     const url = origin.replace(/^http/, 'ws');
-    const open = (count: number) =>
-      new Promise<number>((resolve) => {
+    const open = async (conversations: string[], count: number) => {
+      const opened = await new Promise<number>((resolve) => {
         clients.once('message', (reply: { opened: number }) => resolve(reply.opened));
-        clients.send({ open: { urls: watched.map((id) => `${url}/ws/conversations/${id}`), count } });
+        clients.send({ open: { urls: conversations.map((id) => `${url}/ws/conversations/${id}`), count } });
       });
-    // Half the sockets first, then the other half measured: the first absorbs what the setup's
-    // garbage and the allocator's first growth would otherwise add, or take away, as noise.
+      // The first socket of a conversation reads where it stands: let those reads land.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      return opened;
+    };
+    // Half the sockets first, then the other half, on conversations of their own, measured: the
+    // first absorbs what the setup's garbage and the allocator's first growth would otherwise add,
+    // or take away, as noise; the second pays what each conversation watched costs too.
     const half = Math.floor(options.sockets / 2);
-    const first = await open(half);
+    const split = Math.ceil(half / SOCKETS_PER_CONVERSATION);
+    const first = await open(watched.slice(0, split), half);
     const before = settled();
-    const opened = await open(options.sockets - half);
+    const opened = await open(watched.slice(split), options.sockets - half);
     const after = settled();
     const measured = opened - first;
     clients.disconnect();
