@@ -45,8 +45,15 @@ t.test('three conversations from one address, four messages each, over sockets',
 
 t.test('at most 16 sockets on one conversation; every one of them gets each event', async (t) => {
   const id = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
-  const tabs: Array<Awaited<ReturnType<typeof open>>> = [];
-  for (let i = 0; i < 16; i++) tabs.push(await open(id));
+  const widgetSockets = async () => Number(/^open_sockets\{kind="widget"\} (\d+)$/m.exec(String((await api.request('GET', '//metrics')).body))?.[1] ?? 0);
+  const elsewhere = await widgetSockets();
+  let tabs: Array<Awaited<ReturnType<typeof open>>> = [];
+  // Sixteen open, as the server counts them (a tab the loopback connection drops now and then is opened again).
+  for (let tries = 0; tries < 40 && (tabs.length < 16 || (await widgetSockets()) - elsewhere < 16); tries++) {
+    tabs = tabs.filter(({ socket }) => socket.readyState === WebSocket.OPEN);
+    if (tabs.length < 16) tabs.push(await open(id));
+  }
+  t.equal((await widgetSockets()) - elsewhere, 16);
   const refused = await new Promise<{ status: number; body: string }>((resolve) => {
     const socket = new WebSocket(wsUrl(id));
     socket.once('open', () => (socket.close(), resolve({ status: 101, body: '' })));
