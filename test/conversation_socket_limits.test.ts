@@ -54,9 +54,11 @@ t.test('at most 16 sockets on one conversation; every one of them gets each even
     if (tabs.length < 16) tabs.push(await open(id));
   }
   t.equal((await widgetSockets()) - elsewhere, 16);
+  // Refused as it asks (429), or, when its check ran before the sixteenth's open was counted, closed
+  // at once with 1013 and the same words.
   const refused = await new Promise<{ status: number; body: string }>((resolve) => {
     const socket = new WebSocket(wsUrl(id));
-    socket.once('open', () => (socket.close(), resolve({ status: 101, body: '' })));
+    socket.once('close', (code, reason) => resolve({ status: code, body: JSON.stringify({ status: false, error: reason.toString() }) }));
     socket.once('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (chunk: Buffer) => (body += chunk.toString()));
@@ -64,7 +66,8 @@ t.test('at most 16 sockets on one conversation; every one of them gets each even
     });
     socket.once('error', () => undefined);
   });
-  t.same([refused.status, JSON.parse(refused.body)], [429, { status: false, error: 'Too many connections to this conversation. Close one and try again.' }]);
+  t.ok(refused.status === 429 || refused.status === 1013, `refused: ${refused.status}`);
+  t.same(JSON.parse(refused.body), { status: false, error: 'Too many connections to this conversation. Close one and try again.' });
 
   const heard = tabs.slice(1).map(({ socket }) => new Promise<any>((resolve) => socket.on('message', (data) => {
     const event = JSON.parse(data.toString());
