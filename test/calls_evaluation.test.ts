@@ -59,7 +59,8 @@ t.test('an extraction that fails is stored as a failure and still delivered', as
   t.ok(due);
 });
 
-t.test('with the dev model, without a fake: the fields come from the caller words', async (t) => {
+/** A call with the dev model whose caller says one sentence, ended and evaluated. */
+async function devEvaluatedCall(t: Test) {
   const s = await voiceSetup(t, { llm_model_id: 6, post_call_schema: schema });
   const { phone, callId } = await callIn(s, ['My budget is 300, yes please.']);
   await phone.untilAgentDone();
@@ -67,19 +68,18 @@ t.test('with the dev model, without a fake: the fields come from the caller word
   phone.phone.hangUp();
   await endedCall(s, callId);
   await s.api.platform.runtime.services.evaluator.settled(callId);
+  return { s, callId };
+}
+
+t.test('with the dev model, without a fake: the fields come from the caller words', async (t) => {
+  const { s, callId } = await devEvaluatedCall(t);
   const call = (await s.api.request('GET', `/user/calls/${callId}`, { token: s.token })).body.data;
   t.same(call.evaluation, { customer_name: 'My budget is 300, yes please.', budget: 300, interested: true });
 });
 
 t.test('an evaluation still pending long after its call (its result could not be saved) is taken up again while the process runs', async (t) => {
-  const s = await voiceSetup(t, { llm_model_id: 6, post_call_schema: schema });
-  const { phone, callId } = await callIn(s, ['My budget is 300, yes please.']);
-  await phone.untilAgentDone();
-  await phone.turn(1_000);
-  phone.phone.hangUp();
-  await endedCall(s, callId);
+  const { s, callId } = await devEvaluatedCall(t);
   const evaluator = s.api.platform.runtime.services.evaluator;
-  await evaluator.settled(callId);
   // As if saving the result had failed: pending, the call untouched for five minutes...
   await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET evaluation_status = 'pending', evaluation = NULL, updated_at = now() - interval '5 minutes' WHERE id = $1`, [callId]));
   t.equal(await evaluator.sweep(), 0, 'a young one may be under way elsewhere: left alone');

@@ -9,7 +9,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { createCrawler } from '../runtime/knowledge/crawler.js';
 import { createLocalEmbedder } from '../runtime/knowledge/embedder.js';
 import { createIngestion } from '../runtime/knowledge/ingestion.js';
@@ -20,29 +20,52 @@ import { createDatabasePool } from '../runtime/store/pool.js';
 import { createWorkerPool } from '../runtime/workers.js';
 import { freshDatabase, withClient } from './helpers/database.js';
 
-t.test('chunks of a document deleted during indexing are removed', async (t) => {
+/** A fresh database, pool, one-thread worker pool and data directory with `uploads/<file>`; gone when `t` ends. */
+async function setup(t: Test, file: { name: string; text: string }, poolSize = 4) {
   const databaseUrl = await freshDatabase();
-  const dataDir = await mkdtemp(join(tmpdir(), 'ap-delete-race-'));
-  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 4 });
+  const dataDir = await mkdtemp(join(tmpdir(), 'ap-ingestion-'));
+  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: poolSize });
   const workers = createWorkerPool(1);
   t.teardown(async () => {
     await workers.close();
     await pool.end();
     await rm(dataDir, { recursive: true, force: true });
   });
-
   await mkdir(join(dataDir, 'uploads'));
-  await writeFile(join(dataDir, 'uploads', 'faq.txt'), 'Refunds take five working days.\n\nShipping is free above fifty euros.');
-  const documentId = await withClient(databaseUrl, async (db) => {
+  await writeFile(join(dataDir, 'uploads', file.name), file.text);
+  return { databaseUrl, dataDir, pool, workers };
+}
+
+/** A user's txt document of `uploads/<file>` in a knowledgebase, with its job (`job` sets its columns); its id. */
+async function documentWithJob(databaseUrl: string, name: string, file: string, job = `(document_id) VALUES ($1)`): Promise<number> {
+  return withClient(databaseUrl, async (db) => {
     const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
     const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
-    const doc = (await db.query(
-      `INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, 'FAQ', 'txt', '{"path": "uploads/faq.txt"}') RETURNING id`,
-      [kb, user],
-    )).rows[0].id;
-    await db.query(`INSERT INTO document_jobs (document_id) VALUES ($1)`, [doc]);
+    const doc = (await db.query(`INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, $3, 'txt', $4) RETURNING id`, [kb, user, name, JSON.stringify({ path: `uploads/${file}` })])).rows[0].id;
+    await db.query(`INSERT INTO document_jobs ${job}`, [doc]);
     return Number(doc);
   });
+}
+
+/** The ingestion worker over the real worker pool and local embedder, with `index` as the search index. */
+function ingestionOf(s: Awaited<ReturnType<typeof setup>>, index: SearchIndex) {
+  return createIngestion({
+    pool: s.pool,
+    workers: s.workers,
+    embedder: createLocalEmbedder(s.workers),
+    index,
+    crawler: createCrawler({ fetch: createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }), workers: s.workers }),
+    dataDir: s.dataDir,
+    logger: createLogger('silent'),
+    concurrency: 1,
+    leaseMs: 60_000,
+  });
+}
+
+t.test('chunks of a document deleted during indexing are removed', async (t) => {
+  const s = await setup(t, { name: 'faq.txt', text: 'Refunds take five working days.\n\nShipping is free above fifty euros.' });
+  const { databaseUrl } = s;
+  const documentId = await documentWithJob(databaseUrl, 'FAQ', 'faq.txt');
 
   const stored = new Map<number, readonly IndexedChunk[]>();
   let indexed!: () => void;
@@ -60,17 +83,7 @@ t.test('chunks of a document deleted during indexing are removed', async (t) => 
     },
   } as Pick<SearchIndex, 'name' | 'replaceDocument' | 'deleteDocument'> as SearchIndex;
 
-  const ingestion = createIngestion({
-    pool,
-    workers,
-    embedder: createLocalEmbedder(workers),
-    index,
-    crawler: createCrawler({ fetch: createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }), workers }),
-    dataDir,
-    logger: createLogger('silent'),
-    concurrency: 1,
-    leaseMs: 60_000,
-  });
+  const ingestion = ingestionOf(s, index);
   ingestion.start();
   await indexing;
   await ingestion.stop();
@@ -78,39 +91,14 @@ t.test('chunks of a document deleted during indexing are removed', async (t) => 
 });
 
 t.test('a job claimed more often than its attempts without an outcome (its runs brought the process down) fails instead of running again', async (t) => {
-  const databaseUrl = await freshDatabase();
-  const dataDir = await mkdtemp(join(tmpdir(), 'ap-poison-'));
-  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 4 });
-  const workers = createWorkerPool(1);
-  t.teardown(async () => {
-    await workers.close();
-    await pool.end();
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  await mkdir(join(dataDir, 'uploads'));
-  await writeFile(join(dataDir, 'uploads', 'poison.txt'), 'Some text.');
-  const documentId = await withClient(databaseUrl, async (db) => {
-    const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
-    const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
-    const doc = (await db.query(`INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, 'Poison', 'txt', '{"path": "uploads/poison.txt"}') RETURNING id`, [kb, user])).rows[0].id;
-    // Claimed five times (its three attempts and two spare), each run's process gone before it recorded anything: the lease has expired.
-    await db.query(`INSERT INTO document_jobs (document_id, status, attempts, lease_expires_at) VALUES ($1, 'running', 5, now() - interval '1 second')`, [doc]);
-    return Number(doc);
-  });
+  const s = await setup(t, { name: 'poison.txt', text: 'Some text.' });
+  const { databaseUrl } = s;
+  // Claimed five times (its three attempts and two spare), each run's process gone before it recorded anything: the lease has expired.
+  const documentId = await documentWithJob(databaseUrl, 'Poison', 'poison.txt', `(document_id, status, attempts, lease_expires_at) VALUES ($1, 'running', 5, now() - interval '1 second')`);
   let indexed = 0;
   let cleared = 0;
   const index = { name: 'postgres', async replaceDocument() { indexed++; }, async deleteDocument() { cleared++; } } as Pick<SearchIndex, 'name' | 'replaceDocument' | 'deleteDocument'> as SearchIndex;
-  const ingestion = createIngestion({
-    pool,
-    workers,
-    embedder: createLocalEmbedder(workers),
-    index,
-    crawler: createCrawler({ fetch: createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }), workers }),
-    dataDir,
-    logger: createLogger('silent'),
-    concurrency: 1,
-    leaseMs: 60_000,
-  });
+  const ingestion = ingestionOf(s, index);
   ingestion.start();
   const status = () => withClient(databaseUrl, async (db) => (await db.query(`SELECT status, error FROM documents WHERE id = $1`, [documentId])).rows[0]);
   for (let i = 0; i < 200 && (await status()).status === 'processing'; i++) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -122,16 +110,8 @@ t.test('a job claimed more often than its attempts without an outcome (its runs 
 
 t.test("a run whose lease ran out does not record its outcome over the job's newer claim", async (t) => {
   const { claimJob, completeJob, failJob, retryJob } = await import('../runtime/knowledge/jobs.js');
-  const databaseUrl = await freshDatabase();
-  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 2 });
-  t.teardown(() => pool.end());
-  const documentId = await withClient(databaseUrl, async (db) => {
-    const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
-    const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
-    const doc = (await db.query(`INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, 'Slow', 'txt', '{"path": "uploads/slow.txt"}') RETURNING id`, [kb, user])).rows[0].id;
-    await db.query(`INSERT INTO document_jobs (document_id) VALUES ($1)`, [doc]);
-    return Number(doc);
-  });
+  const { databaseUrl, pool } = await setup(t, { name: 'slow.txt', text: 'Slow.' }, 2);
+  const documentId = await documentWithJob(databaseUrl, 'Slow', 'slow.txt');
   const state = () => withClient(databaseUrl, async (db) => (await db.query(`SELECT d.status AS document, j.status AS job FROM documents d JOIN document_jobs j ON j.document_id = d.id WHERE d.id = $1`, [documentId])).rows[0]);
   const stale = (await claimJob(pool, 60_000))!;
   await withClient(databaseUrl, (db) => db.query(`UPDATE document_jobs SET lease_expires_at = now() - interval '1 second'`));
