@@ -117,10 +117,24 @@ function compiledOf(rules: RobotsRules): { allow: CompiledPattern[]; disallow: C
   return compiled;
 }
 
+/**
+ * The length of the longest pattern that matches `path` (-1 for none): the first, as they are
+ * sorted longest first. It yields every 64 patterns, so a caller on the event loop can pause there.
+ */
+function* longestMatch(patterns: readonly CompiledPattern[], path: string): Generator<void, number> {
+  for (let i = 0; i < patterns.length; i++) {
+    if (i % 64 === 63) yield;
+    if (matches(patterns[i]!, path)) return patterns[i]!.length;
+  }
+  return -1;
+}
+
 export function robotsAllows(rules: RobotsRules, path: string): boolean {
   const { allow, disallow } = compiledOf(rules);
-  const longest = (patterns: CompiledPattern[]) => patterns.find((pattern) => matches(pattern, path))?.length ?? -1;
-  return longest(allow) >= longest(disallow);
+  const run = (search: Generator<void, number>) => {
+    for (let step = search.next(); ; step = search.next()) if (step.done) return step.value;
+  };
+  return run(longestMatch(allow, path)) >= run(longestMatch(disallow, path));
 }
 
 /** Lets other work (calls' audio) in once the current stretch of checks has run YIELD_AFTER_MS. */
@@ -139,14 +153,13 @@ class Slices {
  */
 async function robotsAllowsSliced(rules: RobotsRules, path: string, slices: Slices): Promise<boolean> {
   const { allow, disallow } = compiledOf(rules);
-  const longest = async (patterns: CompiledPattern[]) => {
-    for (let i = 0; i < patterns.length; i++) {
-      if (i % 64 === 63) await slices.pause();
-      if (matches(patterns[i]!, path)) return patterns[i]!.length;
+  const run = async (search: Generator<void, number>) => {
+    for (let step = search.next(); ; step = search.next()) {
+      if (step.done) return step.value;
+      await slices.pause();
     }
-    return -1;
   };
-  return (await longest(allow)) >= (await longest(disallow));
+  return (await run(longestMatch(allow, path))) >= (await run(longestMatch(disallow, path)));
 }
 
 export interface CrawlInput {
