@@ -142,10 +142,10 @@ t.test('a message that commits after a later one is still sent to the sockets', 
   await second.query('BEGIN');
   const high = Number((await insert(second, 'Committed first')).rows[0].id);
   t.ok(low < high);
-  await second.query(`SELECT pg_notify('conversation_messages', $1)`, [id]);
+  await second.query(`SELECT pg_notify('conversation_messages', $1)`, [`${id} ${high}`]);
   await second.query('COMMIT');
   t.ok(await heard('Committed first'));
-  await first.query(`SELECT pg_notify('conversation_messages', $1)`, [id]);
+  await first.query(`SELECT pg_notify('conversation_messages', $1)`, [`${id} ${low}`]);
   await first.query('COMMIT');
   t.ok(await heard('Committed last'), 'the lower id, committed after the higher one was sent, arrives too');
   t.equal(messages.filter((m) => m === 'Committed first').length, 1, 'and nothing twice');

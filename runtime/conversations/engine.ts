@@ -207,7 +207,11 @@ export function createConversationEngine(deps: EngineDeps) {
 
   const notifications = deps.databaseUrl
     ? listenTo(deps.databaseUrl, MESSAGES_CHANNEL, {
-        notified: (conversationId) => catchUp(conversationId),
+        notified: (payload) => {
+          const [conversationId = '', messageId] = payload.split(' ');
+          // A message this process stored and already sent its sockets needs no reading back.
+          if (!watched.get(conversationId)?.sent.has(Number(messageId))) catchUp(conversationId);
+        },
         // Back after a lost connection: whatever was stored meanwhile.
         listening: () => {
           for (const conversationId of watched.keys()) catchUp(conversationId);

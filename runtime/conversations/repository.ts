@@ -30,7 +30,7 @@ export const messageRow = z.object({
 });
 export type MessageRow = z.infer<typeof messageRow>;
 
-/** Notified with a conversation's id each time a message of it is stored. */
+/** Notified with `<conversation id> <message id>` each time a message is stored. */
 export const MESSAGES_CHANNEL = 'conversation_messages';
 
 const conversationColumns = sql.fragment`id, assistant_id, user_id, type, variables, ai_enabled, message_count, total_cost, created_at, updated_at`;
@@ -72,7 +72,7 @@ export async function insertMessage(
   await db.query(sql.unsafe`
     UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()${turnChange(input.turn)}
     WHERE id = ${input.conversationId}
-    RETURNING pg_notify(${MESSAGES_CHANNEL}, id::text)`);
+    RETURNING pg_notify(${MESSAGES_CHANNEL}, id::text || ' ' || ${row.id})`);
   return row;
 }
 
