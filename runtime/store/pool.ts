@@ -1,8 +1,10 @@
+import { createPgDriverFactory } from '@slonik/pg-driver';
 import {
   createPool,
   createTypeParserPreset,
   SchemaValidationError,
   type DatabasePool,
+  type DriverFactory,
   type Interceptor,
   type QueryResultRow,
 } from 'slonik';
@@ -42,6 +44,90 @@ const typeParsers = [
   { name: 'timestamp', parse: (value: string) => pgTimestampToIso(value) },
 ];
 
+/**
+ * Which statement texts the pool runs as named prepared statements, the way Npgsql's automatic
+ * preparation chooses them: a text is named once it has run `minUses` times, up to `capacity`
+ * names per pool, so each connection holds at most that many prepared statements whatever SQL the
+ * process builds. A named statement is parsed once per connection and PostgreSQL keeps its plan,
+ * where an unnamed one is parsed, analysed and planned on every run: for the platform's hot reads
+ * (a token, an assistant) that was most of the database's work.
+ */
+export interface StatementNames {
+  /** The name to run `text` under, or undefined to run it unnamed this time. */
+  nameOf(text: string): string | undefined;
+  /** Gives `text` a new name on its next use: the server refused the prepared one. */
+  retire(text: string): void;
+}
+
+export function createStatementNames(options: { minUses: number; capacity: number }): StatementNames {
+  const names = new Map<string, string>();
+  // Counts of texts not named yet; bounded, since SQL built from values can be any number of texts.
+  const uses = new Map<string, number>();
+  let next = 0;
+  return {
+    nameOf(text) {
+      const name = names.get(text);
+      if (name !== undefined || names.size >= options.capacity) return name;
+      const count = (uses.get(text) ?? 0) + 1;
+      if (count < options.minUses) {
+        if (uses.size >= options.capacity * 10) uses.clear();
+        uses.set(text, count);
+        return undefined;
+      }
+      uses.delete(text);
+      const assigned = `ap_${next++}`;
+      names.set(text, assigned);
+      return assigned;
+    },
+    retire(text) {
+      names.delete(text);
+    },
+  };
+}
+
+/**
+ * Whether the server refused a named statement before running it: its result type changed under
+ * it (another process migrated a table it reads with `*`: SQLSTATE 0A000 raised where the server
+ * revalidates a cached plan), or the server lost it (26000).
+ */
+function staleStatement(error: unknown): boolean {
+  const { code, routine } = error as { code?: string; routine?: string };
+  return (code === '0A000' && routine === 'RevalidateCachedQuery') || code === '26000';
+}
+
+/**
+ * slonik's pg driver, running the texts `statements` names as prepared statements. A stale one is
+ * renamed (prepared afresh on its next use) and the query run once more unnamed, which succeeds
+ * outside a transaction; inside one the refusal has already failed the transaction, as any error
+ * there does.
+ */
+function preparingDriverFactory(statements: StatementNames): DriverFactory {
+  const pgDriverFactory = createPgDriverFactory();
+  return async (setup) => {
+    const driver = await pgDriverFactory(setup);
+    return {
+      async createClient() {
+        const client = await driver.createClient();
+        return {
+          ...client,
+          async query(text, values) {
+            const name = statements.nameOf(text);
+            if (name === undefined) return client.query(text, values);
+            try {
+              // node-postgres takes a query config where slonik's driver passes the text.
+              return await client.query({ name, text } as unknown as string, values);
+            } catch (error) {
+              if (!staleStatement(error)) throw error;
+              statements.retire(text);
+              return client.query(text, values);
+            }
+          },
+        };
+      },
+    };
+  };
+}
+
 export interface PoolOptions {
   readonly maximumPoolSize: number;
 }
@@ -49,6 +135,7 @@ export interface PoolOptions {
 export async function createDatabasePool(connectionUri: string, options: PoolOptions): Promise<DatabasePool> {
   return createPool(connectionUri, {
     maximumPoolSize: options.maximumPoolSize,
+    driverFactory: preparingDriverFactory(createStatementNames({ minUses: 3, capacity: 200 })),
     interceptors: [resultParser],
     typeParsers,
     captureStackTrace: false,
