@@ -91,8 +91,8 @@ t.test('create and read back every default', async (t) => {
     post_call_evaluation: true,
     post_call_schema: [],
     variables: {},
-    created_at: /Z$/,
-    updated_at: /Z$/,
+    created_at: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/,
+    updated_at: /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/,
   });
   t.notOk('user_id' in data);
   const list = await api.request('GET', '/user/assistants', { token: alice.token });

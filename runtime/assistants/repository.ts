@@ -86,8 +86,20 @@ export type AssistantRow = z.infer<typeof assistantRow>;
 export const assistantViewRow = assistantRow.omit({ user_id: true });
 export type AssistantViewRow = z.infer<typeof assistantViewRow>;
 
-const toolIds = sql.fragment`coalesce((SELECT array_agg(t.tool_id ORDER BY t.tool_id) FROM assistant_tools t WHERE t.assistant_id = a.id), '{}') AS tool_ids`;
-const selectAssistant = sql.fragment`SELECT a.*, ${toolIds} FROM assistants a`;
+/**
+ * An assistant is read as one jsonb value, not as its 66 columns: node-postgres describes and
+ * converts every column of every result anew, and for this wide row that was most of the server's
+ * work on a read. Timestamps are written here in the `<iso_timestamp>` form that the pool gives
+ * timestamp columns.
+ */
+const isoTimestamp = (column: string) => sql.fragment`to_char(${sql.identifier(['a', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+const assistantJson = sql.fragment`to_jsonb(a) || jsonb_build_object(
+  'tool_ids', coalesce((SELECT jsonb_agg(t.tool_id ORDER BY t.tool_id) FROM assistant_tools t WHERE t.assistant_id = a.id), '[]'),
+  'created_at', ${isoTimestamp('created_at')},
+  'updated_at', ${isoTimestamp('updated_at')})`;
+const selectAssistant = sql.fragment`SELECT ${assistantJson} AS assistant FROM assistants a`;
+const assistantColumn = z.object({ assistant: assistantRow });
+const assistantViewColumn = z.object({ assistant: assistantViewRow });
 
 function value(column: string, settings: AssistantSettings): ValueExpression {
   const raw = settings[column as keyof AssistantSettings];
@@ -121,32 +133,32 @@ export async function replaceAssistantTools(db: CommonQueryMethods, assistantId:
 }
 
 export async function findAssistant(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantRow | null> {
-  return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId}`);
+  return db.maybeOneFirst(sql.type(assistantColumn)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId}`);
 }
 
 /** An assistant with when its tools last changed (a live conversation rebuilds when either moved). */
 export type AssistantWithTools = AssistantRow & { readonly tools_version: string };
 
-const assistantWithToolsRow = assistantRow.extend({ tools_version: z.string() });
+const assistantWithToolsColumn = z.object({ assistant: assistantRow.extend({ tools_version: z.string() }) });
 
 export async function findAssistantWithTools(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantWithTools | null> {
-  return db.maybeOne(sql.type(assistantWithToolsRow)`
-    SELECT a.*, ${toolIds},
-      coalesce((SELECT max(t.updated_at)::text FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = a.id), '') AS tools_version
+  return db.maybeOneFirst(sql.type(assistantWithToolsColumn)`
+    SELECT ${assistantJson} || jsonb_build_object('tools_version',
+      coalesce((SELECT max(t.updated_at)::text FROM tools t JOIN assistant_tools at ON at.tool_id = t.id WHERE at.assistant_id = a.id), '')) AS assistant
     FROM assistants a WHERE a.id = ${id} AND a.user_id = ${userId}`);
 }
 
 /** Locks the row for a read-modify-write update. */
 export async function findAssistantForUpdate(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantRow | null> {
-  return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId} FOR UPDATE OF a`);
+  return db.maybeOneFirst(sql.type(assistantColumn)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId} FOR UPDATE OF a`);
 }
 
 export async function findAssistantView(db: CommonQueryMethods, userId: number, id: number): Promise<AssistantViewRow | null> {
-  return db.maybeOne(sql.type(assistantViewRow)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId}`);
+  return db.maybeOneFirst(sql.type(assistantViewColumn)`${selectAssistant} WHERE a.id = ${id} AND a.user_id = ${userId}`);
 }
 
 export async function listAssistantViews(db: CommonQueryMethods, userId: number): Promise<readonly AssistantViewRow[]> {
-  return db.any(sql.type(assistantViewRow)`${selectAssistant} WHERE a.user_id = ${userId} ORDER BY a.id`);
+  return db.anyFirst(sql.type(assistantViewColumn)`${selectAssistant} WHERE a.user_id = ${userId} ORDER BY a.id`);
 }
 
 export async function deleteAssistant(db: CommonQueryMethods, userId: number, id: number): Promise<boolean> {
@@ -188,5 +200,5 @@ export async function inboundAssistantOfNumber(db: CommonQueryMethods, phoneNumb
 /** An assistant by its public UUID, whoever owns it (conversations are public); none for text that is no UUID. */
 export async function findAssistantByUuid(db: CommonQueryMethods, uuid: string): Promise<AssistantRow | null> {
   if (!isUuid(uuid)) return null;
-  return db.maybeOne(sql.type(assistantRow)`${selectAssistant} WHERE a.uuid = ${uuid}::uuid`);
+  return db.maybeOneFirst(sql.type(assistantColumn)`${selectAssistant} WHERE a.uuid = ${uuid}::uuid`);
 }
