@@ -18,8 +18,8 @@ import { createLogger } from '../runtime/logger.js';
  * the 20 ms schedule, from the server's `call_audio_frame_lateness_seconds`), and the added
  * voice-to-voice latency: from the server's `voice_to_voice_added_seconds` (last caller speech
  * frame to the agent's first audio frame, less the end-of-turn silence) and as the phones hear it
- * (less 500 ms of end-of-turn silence and the VAD's 100 ms hangover; the phones' clock runs in
- * another busy process, so this one reads a few ms either way). Percentiles of the server's
+ * (less the 500 ms of end-of-turn silence, which counts from the last loud frame; the phones'
+ * clock runs in another busy process, so this one reads a few ms either way). Percentiles of the server's
  * histograms are interpolated within buckets, as Prometheus' histogram_quantile does. Reports the
  * largest N whose p99 jitter at the phones stays under 20 ms.
  * Usage: `npm run bench:calls [-- seconds steps...]` (default 15 s; 50 100 200 400 800).
@@ -68,7 +68,7 @@ export function histogramQuantile(before: Buckets, after: Buckets, q: number): n
   return bounds.at(-2) ?? Number.NaN;
 }
 
-const END_OF_TURN_MS = 500 + 100;
+const END_OF_TURN_MS = 500;
 const percentile = (values: number[], p: number) => {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);

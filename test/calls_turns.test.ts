@@ -4,7 +4,8 @@ import { LONG_GREETING, callIn, endedCall, voiceSetup } from './helpers/voice.js
 /**
  * Turn-taking on a scripted timeline: barge-in clears the carrier's buffer and cuts the
  * transcript to what was heard; `min_interrupt_words`, backchannels and `allow_interruptions:
- * false` keep the agent talking; `endpoint_type: ai` waits longer after unfinished words.
+ * false` keep the agent talking; `endpoint_type: ai` waits longer after unfinished words; the
+ * end-of-turn silence counts from the caller's last loud frame.
  */
 
 const greetingLine = (transcript: string) => /^assistant: (.*)$/m.exec(transcript)?.[1] ?? '';
@@ -81,6 +82,19 @@ t.test('endpoint_type ai waits longer after unfinished words', async (t) => {
   const unfinished = await gap('I would like to order and');
   t.ok(finished >= 460 && finished < 800, `finished sentence answered after ${finished} ms`);
   t.ok(unfinished >= 1_150, `unfinished sentence answered after ${unfinished} ms`);
+});
+
+t.test("the configured end-of-turn silence counts from the caller's last loud frame", async (t) => {
+  const s = await voiceSetup(t, { wait_for_customer: true, endpoint_sensitivity: 0.5 });
+  const { phone } = await callIn(s, ['Where is my parcel?']);
+  await phone.talk(1_000);
+  const start = phone.elapsed;
+  phone.firstSpeechAt = undefined;
+  await phone.until(() => phone.firstSpeechAt !== undefined, 3_000, 'the answer');
+  phone.phone.hangUp();
+  const gap = phone.firstSpeechAt! - start;
+  // 500 ms of silence, then the instant dev providers: the VAD's 80 ms hangover over dips between words is not added.
+  t.ok(gap >= 500 && gap <= 540, `answered ${gap} ms after the caller stopped`);
 });
 
 t.test('wait_for_customer: what the caller said first is kept for the model, and the greeting is in the history once', async (t) => {

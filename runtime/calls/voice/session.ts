@@ -207,6 +207,8 @@ export class CallSession {
   private speaking = false;
   private turnActive = false;
   private silenceMs = 0;
+  /** Frames since the caller's last loud frame of speech. */
+  private framesSinceLoud = 0;
   private bargeMs = 0;
   private finals: string[] = [];
   private interim = '';
@@ -324,22 +326,28 @@ export class CallSession {
     const speech = this.vad.process(frame);
     if (this.spec.mode === 'pipeline') this.stt?.write(frame, speech);
     else this.realtime?.appendAudio(frame);
-    this.detect(speech);
+    this.detect(speech, this.vad.loud);
   }
 
   private agentAudible(): boolean {
     return (this.agent === 'speaking' || this.agent === 'away') && this.playout !== undefined && this.playout.busy;
   }
 
-  private detect(speech: boolean): void {
+  /**
+   * Turn-taking on one classified frame. The end-of-turn silence counts from the caller's last loud
+   * frame, not from where the VAD's hangover (the dips between words it spans) ends, so a turn ends
+   * `endpoint_sensitivity` after the caller stopped, as configured, and not a hangover later.
+   */
+  private detect(speech: boolean, loud: boolean): void {
     const now = this.clock.now();
+    this.framesSinceLoud = speech && loud ? 0 : this.framesSinceLoud + 1;
     if (speech) {
       if (!this.speaking) {
         this.speaking = true;
         this.bargeMs = 0;
         this.send({ type: 'SPEECH_START' });
       }
-      this.lastSpeechAt = now;
+      if (loud) this.lastSpeechAt = now;
       this.silenceMs = 0;
       if (!this.turnActive) {
         this.turnActive = true;
@@ -354,7 +362,7 @@ export class CallSession {
       this.send({ type: 'SPEECH_STOP' });
     }
     if (!this.turnActive) return;
-    this.silenceMs += 20;
+    this.silenceMs = this.framesSinceLoud * 20;
     if (!this.firstUtteranceDone && this.silenceMs >= 300) this.classifyAnswerer();
     if (this.spec.mode !== 'pipeline') return;
     // The transcript is only looked at once the shortest possible end-of-turn silence has passed.

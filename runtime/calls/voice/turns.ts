@@ -13,7 +13,7 @@ import { levelDb } from './audio.js';
  * Assistant settings map to times as follows (both settings are seconds, as the spec's defaults
  * suggest):
  * - `endpoint_sensitivity` s: the caller's turn ends after max(200 ms, min(s, 5 s)) of silence
- *   (0.5 gives 500 ms). With `endpoint_type: ai` the wait doubles, by at least 700 ms and at most
+ *   counted from the caller's last loud frame, the VAD's hangover included (0.5 gives 500 ms). With `endpoint_type: ai` the wait doubles, by at least 700 ms and at most
  *   to 6 s, while the words so far look unfinished (a trailing conjunction or filler, a trailing
  *   comma, a number being read out, or no final punctuation from the transcriber).
  * - `interrupt_sensitivity` s: the caller barges in after max(60 ms, min(s, 5 s)) of speech over
@@ -34,12 +34,14 @@ export class EnergyVad {
   private quiet = 0;
   /** True from the onset of speech until a non-speech frame. */
   speaking = false;
+  /** Whether the last frame was loud enough for speech (inside speech, false on the dips it spans). */
+  loud = false;
 
   /** Classifies one frame; returns whether it is (confirmed) speech. */
   process(frame: Int16Array): boolean {
     const level = levelDb(frame);
     const floor = (this.floor ??= Math.max(-70, Math.min(INITIAL_FLOOR_DB, level)));
-    const loud = level > ABSOLUTE_MIN_DB && level > floor + MARGIN_DB;
+    const loud = (this.loud = level > ABSOLUTE_MIN_DB && level > floor + MARGIN_DB);
     this.run = loud ? this.run + 1 : 0;
     // Down fast to quieter frames; up slowly, and very slowly while it sounds like speech, so a
     // steady noise is learned within seconds but a long sentence barely moves the floor.
