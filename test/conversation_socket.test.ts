@@ -5,7 +5,9 @@
  * 2. function calls are streamed as their own frames.
  * 3. malformed frames (not JSON, unknown type, empty text, binary) get an error frame and the
  *    socket stays usable; a failure of the reply is an error frame too.
- * 4. an unknown conversation is refused at the upgrade.
+ * 4. an unknown conversation is closed at once with 4404, whatever was sent meanwhile;
+ * 5. a message sent right after opening, before the conversation is found, is answered;
+ * 6. sockets closed as soon as they open, before their conversation is found, leave the counts.
  */
 import t from 'tap';
 import WebSocket from 'ws';
@@ -109,11 +111,46 @@ t.test('bad frames and failures are error frames', async (t) => {
   t.match(await client.next((f) => f.type === 'message' && f.content === 'Still here.'), { role: 'assistant' }, 'the socket stays usable');
 });
 
-t.test('unknown conversations are refused', async (t) => {
+t.test('unknown conversations are closed with 4404', async (t) => {
   const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/00000000-0000-4000-8000-000000000000`);
-  const status = await new Promise<number>((resolve) => {
-    socket.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
-    socket.on('open', () => resolve(101));
-  });
-  t.equal(status, 404);
+  socket.on('open', () => socket.send(JSON.stringify({ type: 'message', text: 'hello?' })));
+  const frames: string[] = [];
+  socket.on('message', (data) => frames.push(String(data)));
+  const [code, reason] = await new Promise<[number, string]>((resolve) => socket.on('close', (code, reason) => resolve([code, String(reason)])));
+  t.equal(code, 4404);
+  t.equal(reason, 'Conversation not found');
+  t.same(frames, [], 'nothing was answered');
+});
+
+t.test('a message sent as the socket opens waits for the conversation to be found', async (t) => {
+  const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: uuid, type: 'widget' } })).body.conversation_id as string;
+  fake.scriptChat({ text: 'Right away.' });
+  const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`);
+  socket.on('open', () => socket.send(JSON.stringify({ type: 'message', text: 'first thing' })));
+  t.teardown(() => socket.close());
+  const reply = await new Promise<any>((resolve) =>
+    socket.on('message', (data) => {
+      const frame = JSON.parse(String(data));
+      if (frame.type === 'message' && frame.role === 'assistant') resolve(frame);
+    }),
+  );
+  t.equal(reply.content, 'Right away.');
+});
+
+t.test('sockets closed before their conversation is found leave the counts', async (t) => {
+  const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: uuid, type: 'widget' } })).body.conversation_id as string;
+  const url = `${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`;
+  const widgetSockets = async () => Number(/^open_sockets\{kind="widget"\} (\d+)$/m.exec(String((await api.request('GET', '//metrics')).body))?.[1] ?? 0);
+  const before = await widgetSockets();
+  await Promise.all(
+    Array.from({ length: 16 }, () => {
+      const socket = new WebSocket(url);
+      socket.on('open', () => socket.close());
+      return new Promise((resolve) => socket.on('close', resolve));
+    }),
+  );
+  for (let i = 0; i < 100 && (await widgetSockets()) > before; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.equal(await widgetSockets(), before, 'none is left counted');
+  const again = await Promise.all(Array.from({ length: 16 }, () => opened(t, new WebSocket(url))));
+  t.equal(again.length, 16, 'the conversation takes 16 again');
 });

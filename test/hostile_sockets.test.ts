@@ -79,10 +79,17 @@ t.test('the chat socket', async (t) => {
   await new Promise((resolve) => socket.once('open', resolve));
   sendAll(socket, { oversized: false });
   socket.send(JSON.stringify({ type: 'message', text: 'nul \u0000 inside' }));
+  // Frames wait for the conversation's lookup: the answers come once it lands, then nothing more.
+  const expected = junkText.length + junkBinary.length + 1;
+  await new Promise<void>((resolve) => {
+    const check = () => frames.filter((f) => f.type === 'error').length >= expected && (socket.off('message', check), resolve());
+    socket.on('message', check);
+    check();
+  });
   await pingPong(socket);
   t.equal(socket.readyState, WebSocket.OPEN, 'the socket stays open');
   const errors = frames.filter((f) => f.type === 'error');
-  t.equal(errors.length, junkText.length + junkBinary.length + 1, 'each junk frame is answered with an error frame');
+  t.equal(errors.length, expected, 'each junk frame is answered with an error frame');
   t.match(errors.at(-1), { error: 'The text must not contain null characters.' });
   const closed = new Promise<number>((resolve) => socket.once('close', resolve));
   socket.send(oversized);

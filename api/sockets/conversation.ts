@@ -12,16 +12,33 @@ import { guarded } from './guard.js';
  * `{type: "message", text}`; every socket on the conversation receives the reply as it streams:
  * `{type: "delta", text}`, `{type: "function_call", name, arguments, result}`, and
  * `{type: "message", role, content, function_calls}` for each stored message; failures and bad
- * frames get `{type: "error", error}` and the socket stays open.
+ * frames get `{type: "error", error}` and the socket stays open. Too many upgrades (per client
+ * address, or sockets on the conversation) are refused with 429; a conversation that does not exist
+ * is closed at once with 4404 (1011 when it could not be looked up).
+ *
+ * The socket is upgraded at once and the conversation looked up meanwhile: an upgrade made later,
+ * from the lookup's callback, has to be corked, and this uWS build's cork reads the response's
+ * state again after the upgrade has moved the socket, so now and then (about one upgrade in
+ * 10,000) it closed the new WebSocket at once (uNetworking/uWebSockets#1929).
  */
+
+/** Close codes of a socket whose conversation cannot be had. */
+const NOT_FOUND = 4404;
+const INTERNAL_ERROR = 1011;
 
 interface SocketData {
   readonly conversationId: string;
   readonly ip: string;
-  unsubscribe?: () => void;
+  /** The conversation's lookup, started at the upgrade, until it is found; messages wait for it. */
+  found: Promise<void> | undefined;
+  /**
+   * Stops the conversation's events to this socket. Not named `unsubscribe`: the user data is read
+   * through the WebSocket object, whose own `unsubscribe` (uWS pub/sub) would answer until this is set.
+   */
+  stopEvents?: () => void;
   closed: boolean;
-  /** Ended in open() as one too many: never counted. */
-  refused?: boolean;
+  /** Counted among the conversation's open sockets (until released). */
+  counted?: boolean;
 }
 
 const MAX_FRAME = 16 * 1024;
@@ -60,6 +77,46 @@ export function conversationSocket(
     res.writeHeader('Content-Type', 'application/json');
     res.end(JSON.stringify({ status: false, error }));
   };
+  /** Marks a socket closed and takes it off the counts, once. */
+  const release = (data: SocketData): void => {
+    data.closed = true;
+    data.stopEvents?.();
+    data.stopEvents = undefined;
+    if (!data.counted) return;
+    data.counted = false;
+    deps.onCount?.(-1);
+    const left = (openSockets.get(data.conversationId) ?? 1) - 1;
+    if (left > 0) openSockets.set(data.conversationId, left);
+    else openSockets.delete(data.conversationId);
+  };
+  /** One client frame (undefined: binary) of a socket whose conversation was found. */
+  const handleFrame = (ws: uWS.WebSocket<SocketData>, data: SocketData, raw: string | undefined): void => {
+    const fail = (error: string) => {
+      if (!data.closed) ws.send(JSON.stringify({ type: 'error', error }));
+    };
+    if (raw === undefined) return fail('Frames must be JSON text.');
+    let frame: unknown;
+    try {
+      frame = JSON.parse(raw);
+    } catch {
+      return fail('The frame is not valid JSON.');
+    }
+    const { type, text } = (frame ?? {}) as { type?: unknown; text?: unknown };
+    if (type !== 'message') return fail('Unknown frame type; send {"type": "message", "text": "..."}.');
+    if (typeof text !== 'string' || text.trim() === '' || text.length > 2000) return fail('The text must be 1 to 2000 characters.');
+    if (text.includes('\u0000')) return fail('The text must not contain null characters.');
+    for (const [limiter, key] of [[deps.limits.perIp, `ip:${data.ip}`], [deps.limits.perConversation, `conversation:${data.conversationId}`]] as const) {
+      const verdict = limiter.take(key);
+      if (!verdict.ok) return fail(`Too many messages. Try again in ${verdict.retryAfterSeconds} seconds.`);
+    }
+    deps.conversations.send(data.conversationId, text).catch((error: unknown) => {
+      if (error instanceof PlatformError || error instanceof ValidationError) fail(error.message);
+      else {
+        deps.logger.error({ err: error, conversationId: data.conversationId }, 'socket message failed');
+        fail('Server error.');
+      }
+    });
+  };
   app.ws<SocketData>('/ws/conversations/:id', guarded(deps.logger, 'widget', {
     maxPayloadLength: MAX_FRAME,
     idleTimeout: 120,
@@ -71,69 +128,51 @@ export function conversationSocket(
       const protocol = req.getHeader('sec-websocket-protocol');
       const extensions = req.getHeader('sec-websocket-extensions');
       const ip = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for') || undefined, deps.trustProxy);
-      let aborted = false;
-      res.onAborted(() => {
-        aborted = true;
-      });
       // An upgrade costs database reads: it takes from the caller's budget like a REST call.
       const verdict = deps.limits.perIp.take(`ip:${ip}`);
       if (!verdict.ok) return refuse(res, '429 Too Many Requests', 'Too many requests. Please try again later.', { 'Retry-After': String(verdict.retryAfterSeconds) });
       if ((openSockets.get(conversationId) ?? 0) >= MAX_SOCKETS_PER_CONVERSATION) return refuse(res, '429 Too Many Requests', TOO_MANY_SOCKETS);
-      deps.conversations.find(conversationId).then(
-        () => {
-          if (aborted) return;
-          res.cork(() => res.upgrade<SocketData>({ conversationId, ip, closed: false }, key, protocol, extensions, context));
-        },
-        (error: unknown) => {
-          if (aborted) return;
-          const status = error instanceof PlatformError ? error.statusCode : 500;
-          const message = error instanceof PlatformError ? error.message : 'Server error.';
-          res.cork(() => refuse(res, status === 404 ? '404 Not Found' : '500 Internal Server Error', message));
-        },
-      );
+      // Only whether it was found is kept: each socket holding the conversation's row would weigh.
+      const found = deps.conversations.find(conversationId).then(() => undefined);
+      // Settled in open(); a socket ended before then leaves no unheard rejection.
+      found.catch(() => undefined);
+      res.upgrade<SocketData>({ conversationId, ip, found, closed: false }, key, protocol, extensions, context);
     },
     open(ws) {
       const data = ws.getUserData();
       const count = openSockets.get(data.conversationId) ?? 0;
-      // Upgrades that passed the check together while the conversation was looked up: the last ones
-      // leave, uncounted (uWS runs close() inside end(), where this socket can no longer be read).
+      // The upgrade's check is repeated here, where the count is taken. A socket ended here or in a
+      // callback is released first: uWS runs close() inside end(), where it may not be readable.
       if (count >= MAX_SOCKETS_PER_CONVERSATION) {
-        data.refused = true;
+        data.closed = true;
         return void ws.end(1013, TOO_MANY_SOCKETS);
       }
       openSockets.set(data.conversationId, count + 1);
+      data.counted = true;
       deps.onCount?.(1);
-      data.unsubscribe = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
-        if (!data.closed) ws.send(frameOf(event));
-      });
+      data.found?.then(
+        () => {
+          data.found = undefined;
+          if (data.closed) return;
+          data.stopEvents = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
+            if (!data.closed) ws.send(frameOf(event));
+          });
+        },
+        (error: unknown) => {
+          if (data.closed) return;
+          if (!(error instanceof PlatformError)) deps.logger.error({ err: error, conversationId: data.conversationId }, 'conversation lookup failed');
+          const notFound = error instanceof PlatformError && error.statusCode === 404;
+          release(data);
+          ws.end(notFound ? NOT_FOUND : INTERNAL_ERROR, notFound ? error.message : 'Server error.');
+        },
+      );
     },
     message(ws, raw, isBinary) {
       const data = ws.getUserData();
-      const fail = (error: string) => {
-        if (!data.closed) ws.send(JSON.stringify({ type: 'error', error }));
-      };
-      if (isBinary) return fail('Frames must be JSON text.');
-      let frame: unknown;
-      try {
-        frame = JSON.parse(Buffer.from(raw).toString('utf8'));
-      } catch {
-        return fail('The frame is not valid JSON.');
-      }
-      const { type, text } = (frame ?? {}) as { type?: unknown; text?: unknown };
-      if (type !== 'message') return fail('Unknown frame type; send {"type": "message", "text": "..."}.');
-      if (typeof text !== 'string' || text.trim() === '' || text.length > 2000) return fail('The text must be 1 to 2000 characters.');
-      if (text.includes('\u0000')) return fail('The text must not contain null characters.');
-      for (const [limiter, key] of [[deps.limits.perIp, `ip:${data.ip}`], [deps.limits.perConversation, `conversation:${data.conversationId}`]] as const) {
-        const verdict = limiter.take(key);
-        if (!verdict.ok) return fail(`Too many messages. Try again in ${verdict.retryAfterSeconds} seconds.`);
-      }
-      deps.conversations.send(data.conversationId, text).catch((error: unknown) => {
-        if (error instanceof PlatformError || error instanceof ValidationError) fail(error.message);
-        else {
-          deps.logger.error({ err: error, conversationId: data.conversationId }, 'socket message failed');
-          fail('Server error.');
-        }
-      });
+      // The frame is read now (uWS reuses its memory); it is handled once the conversation is found.
+      const text = isBinary ? undefined : Buffer.from(raw).toString('utf8');
+      if (data.found) data.found.then(() => handleFrame(ws, data, text), () => undefined);
+      else handleFrame(ws, data, text);
     },
     close(ws) {
       let data: SocketData;
@@ -142,13 +181,7 @@ export function conversationSocket(
       } catch {
         return;
       }
-      if (data.refused) return;
-      data.closed = true;
-      data.unsubscribe?.();
-      deps.onCount?.(-1);
-      const left = (openSockets.get(data.conversationId) ?? 1) - 1;
-      if (left > 0) openSockets.set(data.conversationId, left);
-      else openSockets.delete(data.conversationId);
+      release(data);
     },
   }));
 }
