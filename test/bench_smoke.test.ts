@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { formatCalls, histogramQuantile, runCallsBench } from '../bench/calls.js';
+import { formatCalls, histogramQuantile, largestWithinBound, runCallsBench } from '../bench/calls.js';
 import { formatChat, runChatBench } from '../bench/chat.js';
 import { formatListing, runListingBench } from '../bench/listing.js';
 import { freshDatabase } from './helpers/database.js';
@@ -36,6 +36,11 @@ t.test('calls benchmark', async (t) => {
   t.equal(histogramQuantile(before, after, 0.5), 1, 'the median at the top of the first bucket');
   t.equal(histogramQuantile(before, after, 0.75), 3, 'interpolated within the second bucket');
   t.ok(Number.isNaN(histogramQuantile(after, after, 0.5)), 'nothing observed between the readings');
+  const step = (calls: number, jitterP99Ms: number) => ({ ...steps[0]!, calls, jitterP99Ms });
+  t.equal(largestWithinBound([step(50, 5), step(100, 19.9), step(200, 20), step(400, 12)]), 100, 'the largest N before the first step at the bound');
+  t.equal(largestWithinBound([step(50, 21)]), undefined);
+  t.match(formatCalls([step(50, 5), step(100, 6)], false), /jitter under 20 ms: 100 \(the largest step tried\)/);
+  t.match(formatCalls([step(50, 5), step(100, 26)], false), /jitter under 20 ms: 50$/);
 });
 
 t.test('chat benchmark', async (t) => {
