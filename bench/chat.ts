@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -18,6 +18,41 @@ import { createLogger } from '../runtime/logger.js';
 
 /** Idle sockets per conversation in the memory measurement. */
 const SOCKETS_PER_CONVERSATION = 8;
+/** The share of the idle sockets opened before the first reading: it pays for first growth. */
+const FIRST_SHARE = 0.1;
+
+interface MemoryReading {
+  readonly sockets: number;
+  /** Live JavaScript heap, bytes. */
+  readonly heap: number;
+  /** Anonymous resident memory of the process (heap, allocations of uWS and Node), bytes. */
+  readonly anonymous: number;
+}
+
+/**
+ * The process's memory after a collection (`--expose-gc`). Anonymous resident memory (Linux's
+ * RssAnon) is RSS without the pages of mapped files (the node binary, shared libraries), which no
+ * socket adds to. V8's memory reducer would hand idle heap pages back at a moment of its own (the
+ * worker threads' heaps, once their modules have loaded: 15 MB at once, more than 10,000 sockets
+ * take), so the npm scripts run the benchmark with `--no-memory-reducer`.
+ */
+async function settledMemory(sockets: number): Promise<MemoryReading> {
+  for (let i = 0; i < 3; i++) {
+    (globalThis as { gc?: () => void }).gc?.();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const { rss, heapUsed } = process.memoryUsage();
+  const status = await readFile('/proc/self/status', 'utf8').catch(() => '');
+  const anonymousKb = /^RssAnon:\s+(\d+) kB$/m.exec(status)?.[1];
+  return { sockets, heap: heapUsed, anonymous: anonymousKb === undefined ? rss : Number(anonymousKb) * 1024 };
+}
+
+/** Memory per socket between two readings, in KB. */
+export function memoryPerSocket(before: MemoryReading, after: MemoryReading): { heapKbPerSocket: number; kbPerSocket: number } {
+  const sockets = after.sockets - before.sockets;
+  if (sockets <= 0) return { heapKbPerSocket: Number.NaN, kbPerSocket: Number.NaN };
+  return { heapKbPerSocket: (after.heap - before.heap) / 1024 / sockets, kbPerSocket: (after.anonymous - before.anonymous) / 1024 / sockets };
+}
 
 export interface ChatResult {
   readonly messagesPerSecond: number;
@@ -27,7 +62,7 @@ export interface ChatResult {
   readonly sockets: number;
   /** JavaScript heap per idle socket (exact). */
   readonly heapKbPerSocket: number;
-  /** Process memory per idle socket, uWS's native part included (rough: allocator noise). */
+  /** Anonymous resident memory per idle socket, uWS's native part included. */
   readonly kbPerSocket: number;
 }
 
@@ -49,39 +84,38 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
     const conversation = async () => (await call('POST', '/conversations', { assistant_id: read.data.uuid, type: 'widget' })).conversation_id as string;
     const conversations: string[] = [];
     for (let i = 0; i < 100; i++) conversations.push(await conversation());
-    // The idle sockets as visitors keep them: a few tabs on each conversation (at most 16 are let in per conversation).
-    const watched: string[] = [];
-    const perHalf = (count: number) => Math.ceil(count / SOCKETS_PER_CONVERSATION);
-    for (let i = 0; i < perHalf(Math.floor(options.sockets / 2)) + perHalf(Math.ceil(options.sockets / 2)); i++) watched.push(await conversation());
-    const clients = fork(fileURLToPath(new URL('./sockets.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    // After a collection (`--expose-gc`, as the npm scripts run it): the heap's live objects (exact),
-    // and what the process holds beside the heap's pages (uWS's own socket memory is only there;
-    // the allocator's give and take makes it a rough figure, a few MB either way).
-    const settled = () => {
-      (globalThis as { gc?: () => void }).gc?.();
-      const { rss, heapTotal, heapUsed } = process.memoryUsage();
-      return { heap: heapUsed, total: rss - heapTotal + heapUsed };
+    // The idle sockets as visitors keep them: a few tabs on each conversation (at most 16 are let
+    // in per conversation). A first tenth, then the rest on conversations of their own, measured.
+    const firstCount = Math.ceil(options.sockets * FIRST_SHARE);
+    const watched = async (sockets: number) => {
+      const ids: string[] = [];
+      for (let i = 0; i < Math.ceil(sockets / SOCKETS_PER_CONVERSATION); i++) ids.push(await conversation());
+      return ids;
     };
+    const firstConversations = await watched(firstCount);
+    const restConversations = await watched(options.sockets - firstCount);
+    const clients = fork(fileURLToPath(new URL('./sockets.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const url = origin.replace(/^http/, 'ws');
+    /** Until no query runs or waits for a connection (at most a minute). */
+    const settledPool = async () => {
+      const by = performance.now() + 60_000;
+      for (;;) {
+        const { acquiredConnections, waitingClients } = platform.runtime.pool.state();
+        if ((acquiredConnections === 0 && waitingClients === 0) || performance.now() > by) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
     const open = async (conversations: string[], count: number) => {
       const opened = await new Promise<number>((resolve) => {
         clients.once('message', (reply: { opened: number }) => resolve(reply.opened));
         clients.send({ open: { urls: conversations.map((id) => `${url}/ws/conversations/${id}`), count } });
       });
-      // The first socket of a conversation reads where it stands: let those reads land.
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Each socket's conversation is looked up after it opens: let those reads land.
+      await settledPool();
       return opened;
     };
-    // Half the sockets first, then the other half, on conversations of their own, measured: the
-    // first absorbs what the setup's garbage and the allocator's first growth would otherwise add,
-    // or take away, as noise; the second pays what each conversation watched costs too.
-    const half = Math.floor(options.sockets / 2);
-    const split = Math.ceil(half / SOCKETS_PER_CONVERSATION);
-    const first = await open(watched.slice(0, split), half);
-    const before = settled();
-    const opened = await open(watched.slice(split), options.sockets - half);
-    const after = settled();
-    const measured = opened - first;
+    const before = await settledMemory(await open(firstConversations, firstCount));
+    const after = await settledMemory(await open(restConversations, options.sockets - firstCount));
     clients.disconnect();
     let next = 0;
     const result = await autocannon({
@@ -102,9 +136,8 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
       p50: result.latency.p50,
       p99: result.latency.p99,
       errors: result.non2xx + result.errors,
-      sockets: opened,
-      heapKbPerSocket: measured ? (after.heap - before.heap) / 1024 / measured : 0,
-      kbPerSocket: measured ? (after.total - before.total) / 1024 / measured : 0,
+      sockets: after.sockets,
+      ...memoryPerSocket(before, after),
     };
   } finally {
     await platform.close();
@@ -116,7 +149,7 @@ export function formatChat(result: ChatResult): string {
   return [
     'Text chat (dev model, persistence and billing on, 100 conversations, 50 connections)',
     '',
-    '| messages/s | p50 ms | p99 ms | errors | idle widget sockets | heap KB per socket | process KB per socket (rough) |',
+    '| messages/s | p50 ms | p99 ms | errors | idle widget sockets | heap KB per socket | process KB per socket (anonymous memory) |',
     '|---|---|---|---|---|---|---|',
     `| ${Math.round(result.messagesPerSecond)} | ${result.p50} | ${result.p99} | ${result.errors} | ${result.sockets} | ${result.heapKbPerSocket.toFixed(2)} | ${result.kbPerSocket.toFixed(1)} |`,
   ].join('\n');
