@@ -64,7 +64,7 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
       async handler(req) {
         const params = verified(req);
         const answeredBy = formField(params, 'AnsweredBy');
-        return xml(await voice.inbound({ to: formField(params, 'To'), from: formField(params, 'From'), callSid: formField(params, 'CallSid'), answeredBy: answeredBy || undefined }));
+        return xml(await voice.inbound({ to: formField(params, 'To'), from: formField(params, 'From'), callSid: formField(params, 'CallSid'), answeredBy: answeredBy || undefined, requestId: req.id }));
       },
     },
     {
@@ -91,7 +91,7 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
       successStatus: 201,
       async handler(req) {
         const input = placeCallSchema(req.body);
-        const call = await voice.place(userId(req), { assistantId: input.assistant_id, phoneNumber: input.phone_number, variables: input.variables ?? {} });
+        const call = await voice.place(userId(req), { assistantId: input.assistant_id, phoneNumber: input.phone_number, variables: input.variables ?? {} }, req.id);
         return json(201, { message: 'Call initiated successfully', data: call });
       },
     },
@@ -107,7 +107,7 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
         const verdict = options.perIp.take(`ip:${req.ip}`);
         if (!verdict.ok) throw new PlatformError('too_many_requests', { headers: { 'Retry-After': String(verdict.retryAfterSeconds) } });
         const input = webCallSchema(req.body);
-        return json(201, await voice.startWebCall(input.assistant_id));
+        return json(201, await voice.startWebCall(input.assistant_id, req.id));
       },
     },
   ];

@@ -318,6 +318,8 @@ export function createVoiceService(deps: VoiceDeps) {
   async function start(
     assistant: AssistantRow,
     call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
+    /** The request that began the call (`X-Request-Id`), on every line the call logs. */
+    requestId: string | undefined,
   ): Promise<{ id: number; token: string; entry: Live }> {
     const balanceVersion = balances.versionOf(assistant.user_id);
     const balance = await userBalance(pool, assistant.user_id);
@@ -341,7 +343,7 @@ export function createVoiceService(deps: VoiceDeps) {
     const ended = new Promise<void>((resolve) => (resolveEnded = resolve));
     endedWaiters.set(id, ended);
     let entry!: Live;
-    const session = new CallSession(spec, clock, logger.child({ callId: id, userId: assistant.user_id }), {
+    const session = new CallSession(spec, clock, logger.child({ callId: id, userId: assistant.user_id, reqId: requestId }), {
       status: (status, at) => {
         if (status === 'initiated' || !entry) return;
         if (status === 'in-progress') entry.lastMediaAt = clock.now();
@@ -606,13 +608,13 @@ export function createVoiceService(deps: VoiceDeps) {
 
   return {
     /** Twilio's voice webhook for a call to one of the platform's numbers; returns TwiML. */
-    async inbound(params: { to: string; from: string; callSid: string; answeredBy?: string }): Promise<string> {
+    async inbound(params: { to: string; from: string; callSid: string; answeredBy?: string; requestId?: string }): Promise<string> {
       const repeated = repeatedWebhook(params.callSid);
       if (repeated) return repeated;
       const assistant = await inboundAssistant(params.to);
       if (!assistant) return sayAndHangUpTwiml('The number you have called is not connected to an assistant. Goodbye.');
       try {
-        const { id, token, entry } = await start(assistant, { type: 'inbound', status: 'ringing', assistantNumber: params.to, clientNumber: params.from || null, variables: {}, carrierCallId: params.callSid || null });
+        const { id, token, entry } = await start(assistant, { type: 'inbound', status: 'ringing', assistantNumber: params.to, clientNumber: params.from || null, variables: {}, carrierCallId: params.callSid || null }, params.requestId);
         entry.answer = streamTwiml(`${wsBase()}/ws/telephony/twilio`, { call_id: String(id), token });
         entry.session.warmUp();
         return entry.answer;
@@ -646,7 +648,7 @@ export function createVoiceService(deps: VoiceDeps) {
      * Places an outbound call with an `outbound` assistant that has a phone number.
      * @throws ValidationError, PlatformError `assistant_not_found` / `insufficient_balance`.
      */
-    async place(userId: number, input: { assistantId: number; phoneNumber: string; variables: Record<string, unknown> }): Promise<{ id: number; status: 'initiated' }> {
+    async place(userId: number, input: { assistantId: number; phoneNumber: string; variables: Record<string, unknown> }, requestId?: string): Promise<{ id: number; status: 'initiated' }> {
       const assistant = await findAssistant(pool, userId, input.assistantId);
       if (!assistant) throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
       if (assistant.type !== 'outbound') throw ValidationError.field('assistant_id', 'The assistant must be an outbound assistant.');
@@ -656,7 +658,7 @@ export function createVoiceService(deps: VoiceDeps) {
       if (!caller) throw ValidationError.field('assistant_id', 'The assistant has no phone number to call from.');
       if (!caller.usable) throw ValidationError.field('assistant_id', "The assistant's phone number has lapsed: it is renewed once the balance covers its month.");
       const from = caller.phone_number;
-      const { id, token, entry } = await start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null });
+      const { id, token, entry } = await start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null }, requestId);
       const streamUrl = `${wsBase()}/ws/telephony/twilio`;
       deps.carrier
         .place({ callId: id, to: input.phoneNumber, from, twiml: streamTwiml(streamUrl, { call_id: String(id), token }), streamUrl, token, statusUrl: `${deps.publicUrl()}/api/telephony/twilio/status?call_id=${id}` })
@@ -678,10 +680,10 @@ export function createVoiceService(deps: VoiceDeps) {
     },
 
     /** A browser call to an assistant by its public UUID. */
-    async startWebCall(assistantUuid: string): Promise<{ call_id: number; websocket_url: string; token: string }> {
+    async startWebCall(assistantUuid: string, requestId?: string): Promise<{ call_id: number; websocket_url: string; token: string }> {
       const assistant = await findAssistantByUuid(pool, assistantUuid);
       if (!assistant) throw new PlatformError('assistant_not_found');
-      const { id, token } = await start(assistant, { type: 'web', status: 'initiated', assistantNumber: null, clientNumber: null, variables: {}, carrierCallId: null });
+      const { id, token } = await start(assistant, { type: 'web', status: 'initiated', assistantNumber: null, clientNumber: null, variables: {}, carrierCallId: null }, requestId);
       return { call_id: id, websocket_url: `${wsBase()}/ws/web-call?call_id=${id}&token=${encodeURIComponent(token)}`, token };
     },
 

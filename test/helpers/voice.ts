@@ -19,10 +19,14 @@ export interface VoiceSetup {
   readonly assistantUuid: string;
 }
 
-export async function voiceSetup(t: Test, assistant: Record<string, unknown> = {}, options: { config?: Partial<Config>; runtime?: RuntimeOptions } = {}): Promise<VoiceSetup> {
+export async function voiceSetup(
+  t: Test,
+  assistant: Record<string, unknown> = {},
+  options: { config?: Partial<Config>; runtime?: RuntimeOptions; logTo?: (line: Record<string, unknown>) => void } = {},
+): Promise<VoiceSetup> {
   const clock = new ManualClock(Date.UTC(2026, 10, 24, 10, 0, 0));
   const scripts = new Map<number, string[]>();
-  const api = await startTestPlatform(t, options.config ?? {}, { clock, speech: { transcripts: (callId, n) => scripts.get(callId)?.[n - 1] }, ...options.runtime });
+  const api = await startTestPlatform(t, options.config ?? {}, { clock, speech: { transcripts: (callId, n) => scripts.get(callId)?.[n - 1] }, ...options.runtime }, options.logTo);
   const user = await api.user();
   await api.credit(user.id, 100);
   const number = await api.phoneNumber(user.token);
