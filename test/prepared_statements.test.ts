@@ -4,8 +4,11 @@
  * 2. names stop at the capacity and the use counts stay bounded, whatever SQL is built;
  * 3. a statement whose table another process altered under it is answered all the same, and
  *    prepared afresh under a new name;
- * 4. inside a transaction a stale statement fails the transaction and nothing of it is kept;
- * 5. an error of the query itself (a constraint) is the query's error, not a retry.
+ * 4. inside a transaction a stale statement fails the transaction with its own error and nothing
+ *    of it is kept; transaction control (START TRANSACTION, COMMIT, ROLLBACK) is never prepared;
+ * 5. a statement the server lost (DEALLOCATE) is run again outside a transaction, and inside one
+ *    fails the transaction rather than let COMMIT pass as a silent rollback;
+ * 6. an error of the query itself (a constraint) is the query's error, not a retry.
  */
 import t from 'tap';
 import { sql, UniqueIntegrityConstraintViolationError } from 'slonik';
@@ -36,23 +39,29 @@ t.test('a text run three times is prepared once on the connection', async (t) =>
 
 t.test('names stop at the capacity; counts of unnamed texts stay bounded', async (t) => {
   const names = createStatementNames({ minUses: 2, capacity: 2 });
-  t.equal(names.nameOf('a'), undefined);
-  const a = names.nameOf('a');
+  t.equal(names.nameOf('SELECT a'), undefined);
+  const a = names.nameOf('SELECT a');
   t.type(a, 'string');
-  t.equal(names.nameOf('a'), a, 'a name stays with its text');
-  names.nameOf('b');
-  const b = names.nameOf('b');
+  t.equal(names.nameOf('SELECT a'), a, 'a name stays with its text');
+  names.nameOf('SELECT b');
+  const b = names.nameOf('SELECT b');
   t.not(b, a);
-  names.nameOf('c');
-  t.equal(names.nameOf('c'), undefined, 'past the capacity a text runs unnamed');
-  t.same(new Set(Array.from({ length: 1_000 }, (_, i) => names.nameOf(`built ${i}`))), new Set([undefined]), 'a thousand texts built once, none named');
-  names.retire('a');
-  names.nameOf('c');
-  const c = names.nameOf('c');
+  names.nameOf('SELECT c');
+  t.equal(names.nameOf('SELECT c'), undefined, 'past the capacity a text runs unnamed');
+  t.same(new Set(Array.from({ length: 1_000 }, (_, i) => names.nameOf(`SELECT ${i}`))), new Set([undefined]), 'a thousand texts built once, none named');
+  names.retire('SELECT a');
+  names.nameOf('SELECT c');
+  const c = names.nameOf('SELECT c');
   t.type(c, 'string', 'a retired name frees its place');
   t.not(c, a);
-  names.nameOf('a');
-  t.equal(names.nameOf('a'), undefined, 'and the retired text waits for a place like any other');
+  names.nameOf('SELECT a');
+  t.equal(names.nameOf('SELECT a'), undefined, 'and the retired text waits for a place like any other');
+  const fresh = createStatementNames({ minUses: 1, capacity: 10 });
+  t.type(fresh.nameOf('SELECT 1'), 'string');
+  t.type(fresh.nameOf('  with x AS (SELECT 1) SELECT * FROM x'), 'string');
+  for (const text of ['START TRANSACTION', 'COMMIT', 'ROLLBACK', 'SAVEPOINT s', 'SET statement_timeout = 1', `SELECT '${'x'.repeat(20_000)}'`]) {
+    t.equal(fresh.nameOf(text), undefined, `not prepared: ${text.slice(0, 24)}`);
+  }
 });
 
 t.test('a table altered under a prepared statement is still read, and the statement prepared anew', async (t) => {
@@ -75,9 +84,26 @@ t.test('inside a transaction a stale statement fails the transaction, and nothin
       await tx.query(sql.unsafe`UPDATE prep SET label = 'changed' WHERE id = 1`);
       await tx.query(insert(20));
     }),
+    { code: '0A000' },
+    "the statement's own error, not an aborted transaction's",
   );
   t.same(await pool.anyFirst(sql.unsafe`SELECT label FROM prep WHERE id IN (1, 20) ORDER BY id`), ['one'], 'the update was rolled back and the row not inserted');
   t.same((await pool.query(insert(21))).rows, [{ id: 21, label: 'tx', note: 'added', extra: null }], 'outside a transaction the statement runs again');
+  const control = await pool.anyFirst(sql.unsafe`SELECT statement FROM pg_prepared_statements WHERE statement ~* '^(START|COMMIT|ROLLBACK|SAVEPOINT)'`);
+  t.same(control, [], 'transaction control is never prepared');
+});
+
+t.test('a statement the server lost: run again outside a transaction, the transaction failed inside one', async (t) => {
+  const insert = (id: number) => sql.unsafe`INSERT INTO prep (id, label) VALUES (${id}, 'lost')`;
+  for (let id = 30; id < 34; id++) await pool.transaction((tx) => tx.query(insert(id)));
+  await pool.query(sql.unsafe`DEALLOCATE ALL`);
+  await t.rejects(pool.transaction((tx) => tx.query(insert(40))), { code: '26000' }, 'the transaction fails with the lost statement');
+  t.equal(await pool.oneFirst(sql.unsafe`SELECT count(*)::int FROM prep WHERE id = 40`), 0, 'and nothing of it was committed');
+  await pool.query(sql.unsafe`DEALLOCATE ALL`);
+  for (let i = 0; i < 3; i++) await pool.query(insert(50 + i));
+  await pool.query(sql.unsafe`DEALLOCATE ALL`);
+  await pool.query(insert(60));
+  t.same(await pool.anyFirst(sql.unsafe`SELECT id FROM prep WHERE id >= 50 ORDER BY id`), [50, 51, 52, 60], 'outside a transaction it is run again');
 });
 
 t.test("a query's own error is not retried", async (t) => {

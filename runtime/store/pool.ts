@@ -59,6 +59,15 @@ export interface StatementNames {
   retire(text: string): void;
 }
 
+/**
+ * Statements worth a plan: queries and writes. Transaction control and other commands have none,
+ * and a named COMMIT that failed must never be run again unnamed (in an aborted transaction
+ * PostgreSQL takes COMMIT as ROLLBACK, without an error).
+ */
+const PREPARABLE = /^\s*(?:SELECT|INSERT|UPDATE|DELETE|WITH|VALUES)\b/i;
+/** Longer texts are built from values (bulk inserts) and seldom run twice. */
+const MAX_PREPARED_TEXT = 16_384;
+
 export function createStatementNames(options: { minUses: number; capacity: number }): StatementNames {
   const names = new Map<string, string>();
   // Counts of texts not named yet; bounded, since SQL built from values can be any number of texts.
@@ -66,6 +75,7 @@ export function createStatementNames(options: { minUses: number; capacity: numbe
   let next = 0;
   return {
     nameOf(text) {
+      if (text.length > MAX_PREPARED_TEXT || !PREPARABLE.test(text)) return undefined;
       const name = names.get(text);
       if (name !== undefined || names.size >= options.capacity) return name;
       const count = (uses.get(text) ?? 0) + 1;
@@ -95,11 +105,14 @@ function staleStatement(error: unknown): boolean {
   return (code === '0A000' && routine === 'RevalidateCachedQuery') || code === '26000';
 }
 
+const TRANSACTION_START = /^\s*(?:START\s+TRANSACTION|BEGIN)\b/i;
+const TRANSACTION_END = /^\s*(?:COMMIT|END|ROLLBACK\b(?!\s+TO\b))/i;
+
 /**
  * slonik's pg driver, running the texts `statements` names as prepared statements. A stale one is
- * renamed (prepared afresh on its next use) and the query run once more unnamed, which succeeds
- * outside a transaction; inside one the refusal has already failed the transaction, as any error
- * there does.
+ * renamed (prepared afresh on its next use). Outside a transaction the query is run once more
+ * unnamed; inside one the refusal has already failed the transaction, so its error is the
+ * transaction's, as any error there is.
  */
 function preparingDriverFactory(statements: StatementNames): DriverFactory {
   const pgDriverFactory = createPgDriverFactory();
@@ -108,19 +121,27 @@ function preparingDriverFactory(statements: StatementNames): DriverFactory {
     return {
       async createClient() {
         const client = await driver.createClient();
+        let inTransaction = false;
+        const run = async (text: string, values: readonly unknown[] | undefined) => {
+          const name = statements.nameOf(text);
+          if (name === undefined) return client.query(text, values as unknown[]);
+          try {
+            // node-postgres takes a query config where slonik's driver passes the text.
+            return await client.query({ name, text } as unknown as string, values as unknown[]);
+          } catch (error) {
+            if (!staleStatement(error)) throw error;
+            statements.retire(text);
+            if (inTransaction) throw error;
+            return client.query(text, values as unknown[]);
+          }
+        };
         return {
           ...client,
           async query(text, values) {
-            const name = statements.nameOf(text);
-            if (name === undefined) return client.query(text, values);
-            try {
-              // node-postgres takes a query config where slonik's driver passes the text.
-              return await client.query({ name, text } as unknown as string, values);
-            } catch (error) {
-              if (!staleStatement(error)) throw error;
-              statements.retire(text);
-              return client.query(text, values);
-            }
+            if (TRANSACTION_END.test(text)) inTransaction = false;
+            const result = await run(text, values);
+            if (TRANSACTION_START.test(text)) inTransaction = true;
+            return result;
           },
         };
       },
