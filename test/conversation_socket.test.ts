@@ -7,8 +7,11 @@
  *    socket stays usable; a failure of the reply is an error frame too.
  * 4. an unknown conversation is closed at once with 4404, whatever was sent meanwhile;
  * 5. a message sent right after opening, before the conversation is found, is answered;
- * 6. sockets closed as soon as they open, before their conversation is found, leave the counts.
+ * 6. sockets closed as soon as they open, before their conversation is found, leave the counts;
+ * 7. while the lookup waits (the database busy), a socket may send 8 frames, answered once it is
+ *    found; the ninth closes it with 1008.
  */
+import { sql } from 'slonik';
 import t from 'tap';
 import WebSocket from 'ws';
 import { startFakeOpenAi } from './fakes/openai.js';
@@ -153,4 +156,23 @@ t.test('sockets closed before their conversation is found leave the counts', asy
   t.equal(await widgetSockets(), before, 'none is left counted');
   const again = await Promise.all(Array.from({ length: 16 }, () => opened(t, new WebSocket(url))));
   t.equal(again.length, 16, 'the conversation takes 16 again');
+});
+
+t.test('frames sent while the conversation is looked up: 8 wait, the ninth closes the socket', async (t) => {
+  const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: uuid, type: 'widget' } })).body.conversation_id as string;
+  const url = `${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`;
+  // Every connection of the pool (4 in tests) busy for a moment: the sockets' lookups wait for one.
+  const busy = Array.from({ length: 4 }, () => api.platform.runtime.pool.query(sql.unsafe`SELECT pg_sleep(0.4)`));
+  const patient = await opened(t, new WebSocket(url));
+  const hasty = await opened(t, new WebSocket(url));
+  const answers: any[] = [];
+  patient.on('message', (data) => answers.push(JSON.parse(String(data))));
+  for (let i = 0; i < 8; i++) patient.send('not json');
+  const closed = new Promise<[number, string]>((resolve) => hasty.once('close', (code, reason) => resolve([code, String(reason)])));
+  for (let i = 0; i < 9; i++) hasty.send('not json');
+  t.same(await closed, [1008, 'Too many frames before the conversation was found.']);
+  await Promise.all(busy);
+  while (answers.length < 8) await new Promise((resolve) => patient.once('message', resolve));
+  t.ok(answers.every((frame) => frame.type === 'error' && /not valid JSON/.test(frame.error)), 'the 8 waiting frames are answered once it is found');
+  t.equal(patient.readyState, WebSocket.OPEN);
 });

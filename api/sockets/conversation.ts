@@ -14,7 +14,8 @@ import { guarded } from './guard.js';
  * `{type: "message", role, content, function_calls}` for each stored message; failures and bad
  * frames get `{type: "error", error}` and the socket stays open. Too many upgrades (per client
  * address, or sockets on the conversation) are refused with 429; a conversation that does not exist
- * is closed at once with 4404 (1011 when it could not be looked up).
+ * is closed at once with 4404 (1011 when it could not be looked up), and one that sends more than 8
+ * frames before its conversation is found with 1008.
  *
  * The socket is upgraded at once and the conversation looked up meanwhile: an upgrade made later,
  * from the lookup's callback, has to be corked, and this uWS build's cork reads the response's
@@ -22,15 +23,20 @@ import { guarded } from './guard.js';
  * 10,000) it closed the new WebSocket at once (uNetworking/uWebSockets#1929).
  */
 
-/** Close codes of a socket whose conversation cannot be had. */
+/** Close codes of a socket whose conversation cannot be had, or that sent too much too soon. */
 const NOT_FOUND = 4404;
 const INTERNAL_ERROR = 1011;
+const POLICY_VIOLATION = 1008;
+/** Frames a socket may send before its conversation is found: a client waits for none, and sends one or two. */
+const MAX_WAITING_FRAMES = 8;
 
 interface SocketData {
   readonly conversationId: string;
   readonly ip: string;
   /** The conversation's lookup, started at the upgrade, until it is found; messages wait for it. */
   found: Promise<void> | undefined;
+  /** Frames received while the lookup runs. */
+  waiting: number;
   /**
    * Stops the conversation's events to this socket. Not named `unsubscribe`: the user data is read
    * through the WebSocket object, whose own `unsubscribe` (uWS pub/sub) would answer until this is set.
@@ -89,6 +95,24 @@ export function conversationSocket(
     if (left > 0) openSockets.set(data.conversationId, left);
     else openSockets.delete(data.conversationId);
   };
+  /**
+   * Work of a socket in a promise's callback, outside the handlers `guarded` contains: a failure is
+   * logged and ends that socket (1011), and never becomes an unhandled rejection of the process.
+   */
+  const later = (ws: uWS.WebSocket<SocketData>, data: SocketData, work: () => void): void => {
+    try {
+      work();
+    } catch (error) {
+      deps.logger.error({ err: error, conversationId: data.conversationId }, 'socket work failed');
+      if (data.closed) return;
+      release(data);
+      try {
+        ws.end(INTERNAL_ERROR, 'internal error');
+      } catch {
+        // Already gone.
+      }
+    }
+  };
   /** One client frame (undefined: binary) of a socket whose conversation was found. */
   const handleFrame = (ws: uWS.WebSocket<SocketData>, data: SocketData, raw: string | undefined): void => {
     const fail = (error: string) => {
@@ -136,7 +160,7 @@ export function conversationSocket(
       const found = deps.conversations.find(conversationId).then(() => undefined);
       // Settled in open(); a socket ended before then leaves no unheard rejection.
       found.catch(() => undefined);
-      res.upgrade<SocketData>({ conversationId, ip, found, closed: false }, key, protocol, extensions, context);
+      res.upgrade<SocketData>({ conversationId, ip, found, waiting: 0, closed: false }, key, protocol, extensions, context);
     },
     open(ws) {
       const data = ws.getUserData();
@@ -151,28 +175,34 @@ export function conversationSocket(
       data.counted = true;
       deps.onCount?.(1);
       data.found?.then(
-        () => {
-          data.found = undefined;
-          if (data.closed) return;
-          data.stopEvents = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
-            if (!data.closed) ws.send(frameOf(event));
-          });
-        },
-        (error: unknown) => {
-          if (data.closed) return;
-          if (!(error instanceof PlatformError)) deps.logger.error({ err: error, conversationId: data.conversationId }, 'conversation lookup failed');
-          const notFound = error instanceof PlatformError && error.statusCode === 404;
-          release(data);
-          ws.end(notFound ? NOT_FOUND : INTERNAL_ERROR, notFound ? error.message : 'Server error.');
-        },
+        () =>
+          later(ws, data, () => {
+            data.found = undefined;
+            if (data.closed) return;
+            data.stopEvents = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
+              if (!data.closed) ws.send(frameOf(event));
+            });
+          }),
+        (error: unknown) =>
+          later(ws, data, () => {
+            if (data.closed) return;
+            if (!(error instanceof PlatformError)) deps.logger.error({ err: error, conversationId: data.conversationId }, 'conversation lookup failed');
+            const notFound = error instanceof PlatformError && error.statusCode === 404;
+            release(data);
+            ws.end(notFound ? NOT_FOUND : INTERNAL_ERROR, notFound ? error.message : 'Server error.');
+          }),
       );
     },
     message(ws, raw, isBinary) {
       const data = ws.getUserData();
       // The frame is read now (uWS reuses its memory); it is handled once the conversation is found.
       const text = isBinary ? undefined : Buffer.from(raw).toString('utf8');
-      if (data.found) data.found.then(() => handleFrame(ws, data, text), () => undefined);
-      else handleFrame(ws, data, text);
+      if (!data.found) return handleFrame(ws, data, text);
+      if (++data.waiting > MAX_WAITING_FRAMES) {
+        release(data);
+        return void ws.end(POLICY_VIOLATION, 'Too many frames before the conversation was found.');
+      }
+      data.found.then(() => later(ws, data, () => handleFrame(ws, data, text)), () => undefined);
     },
     close(ws) {
       let data: SocketData;
