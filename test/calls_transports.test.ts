@@ -258,6 +258,23 @@ t.test('voicemail: a long greeting is a machine; the message is left after it (e
   t.equal((await endedCall(broken, failing.callId)).status, 'failed');
 });
 
+t.test('voicemail: a short breath between the phrases of a greeting does not end its first utterance', async (t) => {
+  const dialed: LoopbackDial[] = [];
+  const s = await outboundSetup(t, (call) => dialed.push(call), { voice_mail_message: 'Please call us back.', wait_for_customer: true });
+  const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
+  await new Promise((resolve) => setImmediate(resolve));
+  const phone = await SimulatedPhone.dial(dialed[0]!.streamUrl, dialed[0]!.carrierCallId, { call_id: String(callId), token: dialed[0]!.token }, s.clock);
+  s.scripts.set(callId, ['You have reached Ada.', 'Please leave a message after the tone.']);
+  // The phrase ends on 40 ms of its own quiet, then 240 ms of silence, then the next phrase needs
+  // 40 ms to count as speech: 320 ms without a loud frame, but 240 ms of pause once the VAD's
+  // 80 ms hangover is over, under the 300 ms that end a first utterance.
+  await phone.talk(2_000);
+  await phone.silence(240);
+  await phone.talk(2_000);
+  await phone.until(() => phone.closed, 10_000, 'the message and hang-up');
+  t.equal((await endedCall(s, callId)).answered_by, 'machine');
+});
+
 t.test('caller audio faster than real time: beyond a 2 s burst the excess is dropped and counted', async (t) => {
   const s = await voiceSetup(t, { type: 'outbound', phone_number_id: null });
   const created = await s.api.request('POST', '/web-calls', { body: { assistant_id: s.assistantUuid } });

@@ -130,6 +130,8 @@ const FILLER_DELAY_MS = 800;
 const FINAL_TRANSCRIPT_WAIT_MS = 1_500;
 const DTMF_WAIT_MS = 1_500;
 const MACHINE_GREETING_MS = 3_500;
+/** The pause, after the VAD has let go of the speech, that ends the first utterance of an answered call. */
+const FIRST_UTTERANCE_PAUSE_MS = 300;
 /** A realtime response that shows no progress (started, audio, text, a function call) for this long is taken to have failed. */
 const REALTIME_RESPONSE_TIMEOUT_MS = 10_000;
 
@@ -209,6 +211,8 @@ export class CallSession {
   private silenceMs = 0;
   /** Frames since the caller's last loud frame of speech. */
   private framesSinceLoud = 0;
+  /** Silence since the VAD last heard speech (its hangover over dips between words not counted). */
+  private pauseMs = 0;
   private bargeMs = 0;
   private finals: string[] = [];
   private interim = '';
@@ -349,6 +353,7 @@ export class CallSession {
       }
       if (loud) this.lastSpeechAt = now;
       this.silenceMs = 0;
+      this.pauseMs = 0;
       if (!this.turnActive) {
         this.turnActive = true;
         this.discardUtterance = false;
@@ -363,7 +368,8 @@ export class CallSession {
     }
     if (!this.turnActive) return;
     this.silenceMs = this.framesSinceLoud * 20;
-    if (!this.firstUtteranceDone && this.silenceMs >= 300) this.classifyAnswerer();
+    this.pauseMs += 20;
+    if (!this.firstUtteranceDone && this.pauseMs >= FIRST_UTTERANCE_PAUSE_MS) this.classifyAnswerer();
     if (this.spec.mode !== 'pipeline') return;
     // The transcript is only looked at once the shortest possible end-of-turn silence has passed.
     if (this.silenceMs < MIN_ENDPOINT_MS || this.awaitingFinal !== undefined) return;
@@ -416,6 +422,7 @@ export class CallSession {
       this.interim = '';
       this.turnActive = false;
       this.silenceMs = 0;
+      this.pauseMs = 0;
       this.discardUtterance = false;
       if (discard || text === '') return;
       if (overAgent) this.heldTurn = this.heldTurn ? `${this.heldTurn} ${text}` : text;
@@ -543,6 +550,7 @@ export class CallSession {
         const ignore = this.discardUtterance || this.agentAudible();
         this.turnActive = false;
         this.silenceMs = 0;
+        this.pauseMs = 0;
         this.discardUtterance = false;
         if (ignore) return;
         const entry: TranscriptEntry = { role: 'user', text: '' };
