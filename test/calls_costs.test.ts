@@ -102,7 +102,7 @@ t.test('the end of a call is saved again and again until the database takes it, 
   t.ok(call.total_cost > 0, 'and charged');
 });
 
-t.test('calls a stopped process left open are ended and charged up to when it last vouched for them', async (t) => {
+t.test('calls a stopped process left open are ended and charged up to when they were last heard (else last vouched for)', async (t) => {
   const s = await voiceSetup(t);
   const voice = s.api.platform.runtime.services.voice;
   const { callId: liveId, phone } = await callIn(s);
@@ -117,37 +117,44 @@ t.test('calls a stopped process left open are ended and charged up to when it la
     );
   const answered = await leftOpen(`'in-progress', $3, $4, now() - interval '20 minutes', now() - interval '21 minutes', now() - interval '16 minutes'`);
   const unanswered = await leftOpen(`'ringing', $3, $4, NULL, now() - interval '10 minutes', now() - interval '10 minutes'`);
-  const recent = await leftOpen(`'in-progress', $3, $4, now() - interval '3 minutes', now() - interval '3 minutes', now() - interval '1 minute'`);
+  const recent = await leftOpen(`'in-progress', $3, $4, now() - interval '3 minutes', now() - interval '3 minutes', now() - interval '10 seconds'`);
+  // Vouched for by its process's heartbeat until 2 minutes ago; last heard 3 minutes after its answer.
+  const heard = await leftOpen(`'in-progress', $3, $4, now() - interval '10 minutes', now() - interval '10 minutes', now() - interval '10 minutes'`);
+  await withClient(s.api.databaseUrl, (db) => db.query(`INSERT INTO call_heartbeats (call_id, seen_at, heard_at) SELECT id, now() - interval '2 minutes', answered_at + interval '3 minutes' FROM calls WHERE id = $1`, [heard]));
   await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET updated_at = now() - interval '1 hour' WHERE id = $1`, [liveId]));
   const before = await balance(s);
 
   t.same(await voice.settleOrphans(), [], 'seen silent once: not yet (its process may be back from an outage and about to vouch for it)');
-  t.same([...(await voice.settleOrphans())].sort((a, b) => a - b), [answered, unanswered], 'silent at two sweeps: the silent ones, not one still vouched for, nor this process\'s own');
+  t.same([...(await voice.settleOrphans())].sort((a, b) => a - b), [answered, unanswered, heard], 'silent at two sweeps: the silent ones, not one still vouched for, nor this process\'s own');
   const read = async (id: number) => (await s.api.request('GET', `/user/calls/${id}`, { token: s.token })).body.data;
   const expected = callCosts(callRate('pipeline', { type: 'normal', country: 'US' }), 4 * 60_000);
   t.match(await read(answered), { status: 'ended', duration: 240, total_cost: expected.total, carrier_cost: expected.carrier }, 'charged for the four minutes up to the last sign of life');
   t.match(await read(unanswered), { status: 'failed', duration: 0, total_cost: 0 });
   t.match(await read(recent), { status: 'in-progress' });
-  t.equal(Math.round((before - (await balance(s))) * 1e6) / 1e6, expected.total, 'the ledger took exactly that');
+  const heardCosts = callCosts(callRate('pipeline', { type: 'normal', country: 'US' }), 3 * 60_000);
+  t.match(await read(heard), { status: 'ended', duration: 180, total_cost: heardCosts.total }, 'charged up to when it was last heard, not its last heartbeat');
+  t.equal(Math.round((before - (await balance(s))) * 1e6) / 1e6, Math.round((expected.total + heardCosts.total) * 1e6) / 1e6, 'the ledger took exactly that');
+  t.equal(await withClient(s.api.databaseUrl, async (db) => Number((await db.query('SELECT count(*) AS n FROM call_heartbeats WHERE call_id = $1', [heard])).rows[0].n)), 0, 'its heartbeat went with its end');
   t.same(await voice.settleOrphans(), [], 'once');
 
   // Vouched for between two sweeps (its process back after an outage): the count starts again.
-  const lastSeen = (minutes: number) => withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET updated_at = now() - make_interval(mins => $2) WHERE id = $1`, [recent, minutes]));
-  await lastSeen(7);
+  const lastSeen = (seconds: number) => withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET updated_at = now() - make_interval(secs => $2) WHERE id = $1`, [recent, seconds]));
+  await lastSeen(50);
   t.same(await voice.settleOrphans(), [], 'silent, seen once');
-  await lastSeen(6);
+  await lastSeen(40);
   t.same(await voice.settleOrphans(), [], 'silent again, but touched since the last sweep');
   t.same(await voice.settleOrphans(), [recent], 'then silent at two sweeps in a row');
 
-  // As simulated time passes, the process's heartbeat moves the live call's updated_at.
-  const silentFor = () => withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT extract(epoch FROM now() - updated_at) AS age FROM calls WHERE id = $1`, [liveId])).rows[0].age));
-  await phone.silence(31_000);
-  let age = await silentFor();
-  for (let i = 0; i < 200 && age > 60; i++) {
+  // As simulated time passes, the process's heartbeat vouches for the live call and says when it was last heard.
+  const beat = () => withClient(s.api.databaseUrl, async (db) => (await db.query(`SELECT extract(epoch FROM now() - seen_at) AS age, (extract(epoch FROM heard_at) * 1000)::float8 AS heard FROM call_heartbeats WHERE call_id = $1`, [liveId])).rows[0] as { age: number; heard: number } | undefined);
+  await phone.silence(3_000);
+  let row = await beat();
+  for (let i = 0; i < 200 && !(row && row.heard >= s.clock.now() - 1_000); i++) {
     await new Promise((resolve) => setTimeout(resolve, 10));
-    age = await silentFor();
+    row = await beat();
   }
-  t.ok(age < 60, 'the heartbeat vouched for the live call');
+  t.ok(row && row.age < 10, 'the heartbeat vouched for the live call');
+  t.ok(row && row.heard >= s.clock.now() - 1_000, 'and said it was heard within its last second');
   phone.phone.hangUp();
   t.match(await endedCall(s, liveId), { status: 'ended_by_customer' });
 });

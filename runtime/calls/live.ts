@@ -16,12 +16,13 @@ import type { OutboundFetch } from '../net/outbound.js';
 import { isoTimestamp } from '../time.js';
 import { listAssistantTools } from '../tools/repository.js';
 import { userBalance } from '../users/repository.js';
-import { enqueueCallEnded } from '../webhooks/outbox.js';
 import type { CallStatus } from '../../schemas/calls.js';
 import { OwnerBalances } from './balances.js';
 import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
-import { callCosts, callRate, type CallRate } from '../prices.js';
-import { chargeCall, closeOrphanedCall, endCall, insertCall, numberTariff, orphanedCalls, setCarrierCallId, touchCalls, updateCallStatus } from './repository.js';
+import { callCosts, type CallRate } from '../prices.js';
+import { endCall, insertCall, setCarrierCallId, updateCallStatus, type CallHeartbeat } from './repository.js';
+import { chargeEnded, rateOf } from './charges.js';
+import { createCallPresence, defaultCallPresence, type CallPresenceTimings } from './presence.js';
 import { FRAME_MS } from './voice/audio.js';
 import { callerNumber } from '../phoneNumbers/repository.js';
 import { builtinFunctions } from './voice/builtins.js';
@@ -71,20 +72,27 @@ export interface VoiceDeps {
   indexCall(callId: number): Promise<void>;
   /** Waits before each new attempt to save a call's end; the last repeats (tests shorten them). */
   readonly endSaveRetryMs?: readonly number[];
+  /** Heartbeats and the sweep of calls left by stopped processes. @defaultValue {@link defaultCallPresence} */
+  readonly presence?: CallPresenceTimings;
+  /**
+   * The database is this process's alone (the embedded one): every call open in it at start-up was
+   * left by this process's predecessor, and is settled at once rather than after the orphan age.
+   */
+  readonly exclusiveDatabase?: boolean;
 }
 
 /** A media stream must join its call within this, the time a call may stay unconnected. */
 const TOKEN_TTL_MS = CONNECT_TIMEOUT_MS;
 /** Waits before each new attempt to save a call's end; then a minute, for as long as the process runs. */
 const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
-/** How often a process vouches for its live calls in the database. */
-const HEARTBEAT_MS = 30_000;
-/** A call no process has vouched for in this long was left by a stopped one (ten heartbeats). */
-export const ORPHAN_AFTER_SECONDS = 300;
 /** A media stream silent this long (no frames at all) is a dropped connection. */
 export const MEDIA_TIMEOUT_MS = 5_000;
 /** The call ticker: every live call's due audio frames go out on it. */
 const TICK_MS = 5;
+/** At a stop, a call's goodbye may take this long before the call is ended without it. */
+export const SHUTDOWN_GOODBYE_MS = 10_000;
+/** What a caller hears when the server is stopping as their call comes in. */
+const STOPPING_TWIML = sayAndHangUpTwiml('Sorry, this assistant cannot take your call right now. Please call again in a few minutes. Goodbye.');
 /** A webhook waits this long at most for the post-call evaluation. */
 const EVALUATION_HOLD_MS = 10 * 60_000;
 const METER_MS = 1_000;
@@ -136,6 +144,8 @@ interface Live {
   /** The TwiML an inbound call was answered with, given again if the carrier repeats the webhook. */
   answer: string | undefined;
   lastMediaAt: number;
+  /** When the call's audio last went either way (caller frames in, agent frames out), by the clock. */
+  heardAt: number | null;
   attached: boolean;
   persisting: Promise<void>;
   readonly ended: Promise<void>;
@@ -154,6 +164,17 @@ export function createVoiceService(deps: VoiceDeps) {
   let tickTimer: unknown;
   let nextTick = 0;
   let stopped = false;
+  /** A stop has begun: no call is started any more. */
+  let draining = false;
+  /** Calls between the draining check and `live`: a stop waits for them to arrive. */
+  let starting = 0;
+  /** Ends not yet saved (with their charges and webhooks): a stop waits for them before the pool closes. */
+  const unsaved = new Set<Promise<void>>();
+  const quietWaiters: Array<() => void> = [];
+  /** Tells those waiting for the process to hold no call that it holds none. */
+  function checkQuiet(): void {
+    if (live.size === 0 && starting === 0 && unsaved.size === 0) for (const waiter of quietWaiters.splice(0)) waiter();
+  }
 
   const wsBase = () => deps.publicUrl().replace(/^http/, 'ws');
 
@@ -321,10 +342,25 @@ export function createVoiceService(deps: VoiceDeps) {
     /** The request that began the call (`X-Request-Id`), on every line the call logs. */
     requestId: string | undefined,
   ): Promise<{ id: number; token: string; entry: Live }> {
+    if (draining) throw new PlatformError('shutting_down', { headers: { 'Retry-After': '5' } });
+    starting++;
+    try {
+      return await register(assistant, call, requestId);
+    } finally {
+      starting--;
+      checkQuiet();
+    }
+  }
+
+  async function register(
+    assistant: AssistantRow,
+    call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
+    requestId: string | undefined,
+  ): Promise<{ id: number; token: string; entry: Live }> {
     const balanceVersion = balances.versionOf(assistant.user_id);
     const balance = await userBalance(pool, assistant.user_id);
     if (balance <= 0) throw new PlatformError('insufficient_balance');
-    const rate = await rateOf(assistant.user_id, assistant.mode, call.type, call.assistantNumber);
+    const rate = await rateOf(pool, assistant.user_id, assistant.mode, call.type, call.assistantNumber);
     const id = await insertCall(pool, {
       userId: assistant.user_id,
       assistantId: assistant.id,
@@ -357,7 +393,10 @@ export function createVoiceService(deps: VoiceDeps) {
       turn: () => deps.metrics?.turn(spec.mode),
       interruption: () => deps.metrics?.interruption(spec.mode),
       firstByte: (kind, provider, ms) => deps.metrics?.firstByte(kind, provider, ms),
-      agentFrame: (frame) => entry.recorder?.agent(frame),
+      agentFrame: (frame) => {
+        entry.heardAt = clock.now();
+        entry.recorder?.agent(frame);
+      },
       frameLateness: deps.metrics ? (ms) => deps.metrics!.frameLateness(ms) : undefined,
     });
     entry = {
@@ -376,6 +415,7 @@ export function createVoiceService(deps: VoiceDeps) {
       carrierEnded: false,
       answer: undefined,
       lastMediaAt: clock.now(),
+      heardAt: null,
       attached: false,
       persisting: Promise.resolve(),
       ended,
@@ -383,23 +423,9 @@ export function createVoiceService(deps: VoiceDeps) {
     };
     balances.know(assistant.user_id, balance, balanceVersion);
     live.set(id, entry);
-    armHeartbeat();
+    presence.arm();
     if (call.status === 'ringing') session.send({ type: 'RINGING' });
     return { id, token, entry };
-  }
-
-  /** The price per second of a call: the engine mode's, plus the carrier's for the platform number it uses. */
-  async function rateOf(userId: number, mode: CallMode, type: CallSpec['type'], assistantNumber: string | null): Promise<CallRate> {
-    const tariff = type === 'web' || assistantNumber === null ? null : await numberTariff(pool, userId, assistantNumber);
-    return callRate(mode, tariff);
-  }
-
-  /** Charges an ended call (in the transaction that wrote its end) and queues its webhook; returns what was charged. */
-  async function chargeEnded(tx: DatabaseTransactionConnection, userId: number, callId: number, total: number, recordingUrl: string | null, holdMs: number): Promise<number> {
-    const unpaid = await chargeCall(tx, userId, callId, total);
-    if (unpaid > 0) logger.warn({ callId, userId, unpaid }, 'the balance did not cover the whole call');
-    await enqueueCallEnded(tx, callId, recordingUrl, holdMs);
-    return total - unpaid;
   }
 
   /** Tells the carrier to stop a call that was never answered here, unless the carrier ended it itself. */
@@ -446,7 +472,7 @@ export function createVoiceService(deps: VoiceDeps) {
             endedAt: isoTimestamp(end.endedAt),
           });
           if (!wrote) return 0;
-          return chargeEnded(tx, entry.ownerId, id, costs.total, recordingPath ? deps.recordingUrl(id) : null, evaluate ? EVALUATION_HOLD_MS : 0);
+          return chargeEnded(tx, logger, { userId: entry.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
         });
       let charged = 0;
       try {
@@ -459,9 +485,13 @@ export function createVoiceService(deps: VoiceDeps) {
       deps.wakeWebhooks();
       if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
     });
-    void entry.persisting.then(() => {
+    const saved = entry.persisting;
+    unsaved.add(saved);
+    void saved.then(() => {
+      unsaved.delete(saved);
       entry.resolveEnded();
       endedWaiters.delete(id);
+      checkQuiet();
     });
   }
 
@@ -514,6 +544,7 @@ export function createVoiceService(deps: VoiceDeps) {
         }
         allowance -= FRAME_MS;
         entry.lastMediaAt = now;
+        entry.heardAt = now;
         if (session.currentStatus === 'in-progress') entry.recorder?.caller(frame);
         session.audio(frame);
       },
@@ -529,56 +560,25 @@ export function createVoiceService(deps: VoiceDeps) {
     return owner ? findAssistant(pool, owner.user_id, owner.id) : null;
   }
 
-  /**
-   * Ends the calls a stopped process left open, as of when that process last vouched for them:
-   * answered ones are charged for the time up to then and their webhook is queued.
-   */
-  /** Silent calls seen by the last sweep, as last touched then. */
-  let sighted = new Map<number, string>();
-
-  async function settleOrphans(): Promise<number[]> {
-    const settled: number[] = [];
-    const silent = await orphanedCalls(pool, ORPHAN_AFTER_SECONDS, [...live.keys(), ...saving]);
-    // Only a call silent at two sweeps in a row, untouched between them: after a database outage
-    // longer than the orphan age, the process that holds a call has a sweep's interval (two of
-    // its heartbeats) to vouch for it again before it is taken for left.
-    const confirmed = silent.filter((call) => sighted.get(call.id) === call.last_seen);
-    sighted = new Map(silent.map((call) => [call.id, call.last_seen]));
-    for (const call of confirmed) {
-      const rate = await rateOf(call.user_id, call.mode, call.type, call.assistant_phone_number);
-      const costs = call.answered_ms === null ? { seconds: 0, carrier: 0, total: 0 } : callCosts(rate, call.last_seen_ms - call.answered_ms);
-      const closed = await pool.transaction(async (tx) => {
-        if (!(await closeOrphanedCall(tx, call, costs))) return false;
-        await chargeEnded(tx, call.user_id, call.id, costs.total, null, 0);
-        return true;
-      });
-      if (closed) settled.push(call.id);
-    }
-    if (settled.length > 0) deps.wakeWebhooks();
-    return settled;
+  /** This process's calls as its heartbeat reports them: live ones, and those whose end is still being saved. */
+  function held(): CallHeartbeat[] {
+    const beats: CallHeartbeat[] = [];
+    for (const [id, entry] of live) beats.push({ id, heardAt: entry.heardAt === null ? null : isoTimestamp(entry.heardAt) });
+    for (const id of saving) if (!live.has(id)) beats.push({ id, heardAt: null });
+    return beats;
   }
 
-  const sweepOrphans = (): void => {
-    settleOrphans().then(
-      (ids) => ids.length > 0 && logger.warn({ calls: ids }, 'ended and charged calls left open by a stopped process'),
-      (error: unknown) => logger.error({ err: error }, 'calls left open by a stopped process could not be settled'),
-    );
-  };
-  const sweeper = setInterval(sweepOrphans, 60_000);
-  sweeper.unref();
-  sweepOrphans();
-
-  /** While this process has calls (live, or with their end still being saved), it vouches for them, so other processes' sweeps leave them alone. */
-  let heartbeat: unknown;
-  function armHeartbeat(): void {
-    if (heartbeat !== undefined || stopped) return;
-    heartbeat = clock.setTimeout(() => {
-      heartbeat = undefined;
-      if (live.size === 0 && saving.size === 0) return;
-      touchCalls(pool, [...live.keys(), ...saving]).catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be touched'));
-      armHeartbeat();
-    }, HEARTBEAT_MS);
-  }
+  const presence = createCallPresence({
+    pool,
+    clock,
+    logger,
+    timings: deps.presence ?? defaultCallPresence,
+    recordingsDir: deps.recordingsDir,
+    recordingUrl: deps.recordingUrl,
+    held,
+    settled: () => deps.wakeWebhooks(),
+  });
+  presence.start({ exclusive: deps.exclusiveDatabase ?? false });
 
   /**
    * Saves a call's end, trying again while the database is away (1 s, 2 s, 5 s ... a minute
@@ -586,7 +586,7 @@ export function createVoiceService(deps: VoiceDeps) {
    */
   async function saveWithRetries<T>(id: number, save: () => Promise<T>): Promise<T> {
     saving.add(id);
-    armHeartbeat();
+    presence.arm();
     try {
       // Never given up while the process runs: the orphan sweep, the only other way a call ends,
       // knows nothing of its transcript, recording or evaluation. The heartbeat vouches for it meanwhile.
@@ -611,6 +611,7 @@ export function createVoiceService(deps: VoiceDeps) {
     async inbound(params: { to: string; from: string; callSid: string; answeredBy?: string; requestId?: string }): Promise<string> {
       const repeated = repeatedWebhook(params.callSid);
       if (repeated) return repeated;
+      if (draining) return STOPPING_TWIML;
       const assistant = await inboundAssistant(params.to);
       if (!assistant) return sayAndHangUpTwiml('The number you have called is not connected to an assistant. Goodbye.');
       try {
@@ -619,6 +620,7 @@ export function createVoiceService(deps: VoiceDeps) {
         entry.session.warmUp();
         return entry.answer;
       } catch (error) {
+        if (error instanceof PlatformError && error.code === 'shutting_down') return STOPPING_TWIML;
         if (error instanceof PlatformError && error.code === 'insufficient_balance') return sayAndHangUpTwiml('This assistant is not available right now. Please try again later. Goodbye.');
         // The same call's webhook twice at once: the other request holds the call.
         if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'calls_carrier_call_key') return repeatedWebhook(params.callSid) ?? HANG_UP_TWIML;
@@ -711,20 +713,70 @@ export function createVoiceService(deps: VoiceDeps) {
       return n;
     },
 
-    /** Ends and charges the calls a stopped process left open (also run every minute); returns their ids. */
-    settleOrphans,
+    /** Ends and charges the calls stopped processes left open (also run every sweep); returns their ids. */
+    settleOrphans: presence.settleOrphans,
 
-    /** Ends every live call (`ended`) and waits for their ends to be saved. */
+    /**
+     * The first step of a stop: no new call (an inbound one hears a polite refusal, an outbound or
+     * web call is 503); live calls go on.
+     */
+    drain(): void {
+      draining = true;
+    },
+
+    /** Resolves once this process holds no call: none live, none starting, every end saved. */
+    quiet(): Promise<void> {
+      return new Promise((resolve) => {
+        quietWaiters.push(resolve);
+        checkQuiet();
+      });
+    },
+
+    /**
+     * Ends the calls still live at a stop, as `ended`: an answered call whose media is connected
+     * first hears a goodbye (up to `goodbyeMs`, or until `cutShort` settles; 0 skips it), and then
+     * every end is saved, with its charge and webhook, before this resolves. Calls that arrive
+     * meanwhile are ended too.
+     */
+    async endAll(goodbyeMs: number = SHUTDOWN_GOODBYE_MS, cutShort?: Promise<void>): Promise<void> {
+      draining = true;
+      const entries = [...live.values()];
+      if (entries.length > 0) logger.info({ calls: entries.length, goodbyeMs }, 'ending the calls still live');
+      for (const entry of entries) {
+        const session = entry.session;
+        if (goodbyeMs > 0 && entry.attached && session.currentStatus === 'in-progress') session.send({ type: 'END', status: 'ended', goodbye: { kind: 'goodbye', reason: 'shutdown' } });
+        else session.end('ended');
+      }
+      const allEnded = Promise.all(entries.map((entry) => entry.ended));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, goodbyeMs);
+        void Promise.race([allEnded, cutShort ?? allEnded]).then(() => (clearTimeout(timer), resolve()));
+      });
+      for (const entry of entries) {
+        // A goodbye still going (or one begun before the stop): the call ends without the rest of it.
+        entry.session.end('ended');
+        if (entry.session.live) entry.session.send({ type: 'CONNECTION_LOST' });
+      }
+      await this.quiet();
+      if (live.size > 0) await this.endAll(0);
+    },
+
+    /**
+     * Stops the ticker, heartbeats and sweeps. A call still live (there is none after `endAll`) is
+     * ended without a goodbye; an end the database still refuses is tried once more and then left
+     * to the sweep of the next start (which charges it up to when it was last heard).
+     */
     async stop(): Promise<void> {
+      draining = true;
       stopped = true;
       stopping.abort();
-      clearInterval(sweeper);
-      if (heartbeat !== undefined) clock.clearTimeout(heartbeat);
+      for (const entry of [...live.values()]) {
+        entry.session.end('ended');
+        if (entry.session.live) entry.session.send({ type: 'CONNECTION_LOST' });
+      }
+      await Promise.all(unsaved);
+      presence.stop();
       if (tickTimer !== undefined) clock.clearTimeout(tickTimer);
-      const pending = [...live.values()];
-      for (const entry of pending) entry.session.end('ended');
-      for (const entry of pending) if (entry.session.live) entry.session.send({ type: 'CONNECTION_LOST' });
-      await Promise.all(pending.map((entry) => entry.persisting));
     },
   };
 }

@@ -124,6 +124,33 @@ export class WavRecorder {
   }
 }
 
+/**
+ * The recording of a call whose process stopped without finishing it: the frames that reached the
+ * disk are kept (whole stereo frames only) and the header's sizes filled in from them. @returns the
+ * path relative to `dir`, or null when there is no recording of the call here (another machine
+ * held it, or it was not recorded).
+ */
+export async function recoverRecording(dir: string, callId: number): Promise<string | null> {
+  const name = `${callId}.wav`;
+  let file;
+  try {
+    file = await open(join(dir, name), 'r+');
+  } catch {
+    return null;
+  }
+  try {
+    const { size } = await file.stat();
+    if (size < HEADER_BYTES) return null;
+    const dataBytes = size - HEADER_BYTES - ((size - HEADER_BYTES) % 4);
+    await file.truncate(HEADER_BYTES + dataBytes);
+    await file.write(header(dataBytes), 0, HEADER_BYTES, 0);
+    await file.sync();
+    return name;
+  } finally {
+    await file.close();
+  }
+}
+
 const SECRET_BYTES = 32;
 
 /**

@@ -120,7 +120,7 @@ export interface CallEnding {
   readonly evaluationPending: boolean;
 }
 
-/** Writes the end of a call once; false when it had already ended. */
+/** Writes the end of a call once (its heartbeat goes with it); false when it had already ended. */
 export async function endCall(db: CommonQueryMethods, id: number, end: CallEnding): Promise<boolean> {
   const result = await db.query(sql.unsafe`
     UPDATE calls SET status = ${end.status}, transcript = ${storableText(end.transcript)}, duration = ${end.duration}, answered_by = ${end.answeredBy},
@@ -128,13 +128,29 @@ export async function endCall(db: CommonQueryMethods, id: number, end: CallEndin
       evaluation_status = ${end.evaluationPending ? 'pending' : null},
       answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()
     WHERE id = ${id} AND ended_at IS NULL`);
-  return result.rowCount > 0;
+  if (result.rowCount === 0) return false;
+  await forgetHeartbeat(db, id);
+  return true;
 }
 
-/** A live process vouches for its calls: their `updated_at` moves, so no sweep takes them for orphans. */
-export async function touchCalls(db: CommonQueryMethods, ids: readonly number[]): Promise<void> {
-  if (ids.length === 0) return;
-  await db.query(sql.unsafe`UPDATE calls SET updated_at = now() WHERE id = ANY(${sql.array([...ids], 'int8')}) AND ended_at IS NULL`);
+/** What a live process says of one of its calls at each heartbeat. */
+export interface CallHeartbeat {
+  readonly id: number;
+  /** When the call's audio last went either way (ISO), by the process's clock; null before any. */
+  readonly heardAt: string | null;
+}
+
+/**
+ * A live process vouches for its calls (`seen_at` moves, so no sweep takes them for orphans) and
+ * records when each was last heard, which is what a sweep charges up to if the process stops.
+ */
+export async function touchCalls(db: CommonQueryMethods, beats: readonly CallHeartbeat[]): Promise<void> {
+  if (beats.length === 0) return;
+  await db.query(sql.unsafe`
+    INSERT INTO call_heartbeats (call_id, seen_at, heard_at)
+    SELECT b.id, now(), b.heard_at FROM ${sql.unnest(beats.map((b) => [b.id, b.heardAt]), ['int8', 'timestamptz'])} AS b(id, heard_at)
+    JOIN calls c ON c.id = b.id AND c.ended_at IS NULL
+    ON CONFLICT (call_id) DO UPDATE SET seen_at = excluded.seen_at, heard_at = COALESCE(excluded.heard_at, call_heartbeats.heard_at)`);
 }
 
 const orphanRow = z.object({
@@ -144,10 +160,14 @@ const orphanRow = z.object({
   mode: z.enum(['pipeline', 'multimodal', 'dualplex']),
   assistant_phone_number: z.string().nullable(),
   answered_ms: z.number().nullable(),
-  last_seen_ms: z.number(),
+  /** When the call was last heard, else last vouched for: what it is charged up to. */
+  end_ms: z.number(),
   last_seen: z.string(),
 });
 export type OrphanedCall = z.infer<typeof orphanRow>;
+
+/** When a process last vouched for an open call: its heartbeat, or its row's last change (a call that never had a heartbeat). */
+const lastSeen = sql.fragment`GREATEST(c.updated_at, h.seen_at)`;
 
 /**
  * Calls without an end that no process has vouched for in `silentSeconds` (a stopped process
@@ -155,24 +175,36 @@ export type OrphanedCall = z.infer<typeof orphanRow>;
  */
 export async function orphanedCalls(db: CommonQueryMethods, silentSeconds: number, except: readonly number[]): Promise<readonly OrphanedCall[]> {
   return db.any(sql.type(orphanRow)`
-    SELECT id, user_id, type, mode, assistant_phone_number,
-      (extract(epoch FROM answered_at) * 1000)::float8 AS answered_ms, (extract(epoch FROM updated_at) * 1000)::float8 AS last_seen_ms,
-      updated_at::text AS last_seen
-    FROM calls
-    WHERE ended_at IS NULL AND updated_at < now() - make_interval(secs => ${silentSeconds}) AND NOT (id = ANY(${sql.array([...except], 'int8')}))
-    ORDER BY updated_at LIMIT 100`);
+    SELECT c.id, c.user_id, c.type, c.mode, c.assistant_phone_number,
+      (extract(epoch FROM c.answered_at) * 1000)::float8 AS answered_ms,
+      (extract(epoch FROM LEAST(COALESCE(h.heard_at, ${lastSeen}), ${lastSeen})) * 1000)::float8 AS end_ms,
+      ${lastSeen}::text AS last_seen
+    FROM calls c LEFT JOIN call_heartbeats h ON h.call_id = c.id
+    WHERE c.ended_at IS NULL AND ${lastSeen} < now() - make_interval(secs => ${silentSeconds}) AND NOT (c.id = ANY(${sql.array([...except], 'int8')}))
+    ORDER BY ${lastSeen} LIMIT 100`);
 }
 
 /**
- * Ends an orphaned call as of when it was last seen alive: `ended` with its duration and costs
- * when it was answered, else `failed`; false when it ended or was touched meanwhile.
+ * Ends an orphaned call as of when it was last heard (else last seen alive): `ended` with its
+ * duration, costs and what its recording kept when it was answered, else `failed`; false when it
+ * ended or was touched meanwhile. `recordingPath` is relative to the recordings directory.
  */
-export async function closeOrphanedCall(db: CommonQueryMethods, call: OrphanedCall, costs: { seconds: number; carrier: number; total: number }): Promise<boolean> {
+export async function closeOrphanedCall(db: CommonQueryMethods, call: OrphanedCall, costs: { seconds: number; carrier: number; total: number }, recordingPath: string | null): Promise<boolean> {
   const result = await db.query(sql.unsafe`
-    UPDATE calls SET status = CASE WHEN answered_at IS NULL THEN 'failed' ELSE 'ended' END, duration = ${costs.seconds},
-      carrier_cost = ${costs.carrier.toFixed(6)}, total_cost = ${costs.total.toFixed(6)}, ended_at = updated_at, updated_at = now()
-    WHERE id = ${call.id} AND ended_at IS NULL AND updated_at = ${call.last_seen}::timestamptz`);
-  return result.rowCount > 0;
+    UPDATE calls c SET status = CASE WHEN c.answered_at IS NULL THEN 'failed' ELSE 'ended' END, duration = ${costs.seconds},
+      carrier_cost = ${costs.carrier.toFixed(6)}, total_cost = ${costs.total.toFixed(6)}, recording_path = COALESCE(c.recording_path, ${recordingPath}),
+      ended_at = to_timestamp(${call.end_ms / 1000}), updated_at = now()
+    FROM (SELECT c.id FROM calls c LEFT JOIN call_heartbeats h ON h.call_id = c.id
+          WHERE c.id = ${call.id} AND c.ended_at IS NULL AND ${lastSeen} = ${call.last_seen}::timestamptz FOR UPDATE OF c) AS still
+    WHERE c.id = still.id`);
+  if (result.rowCount === 0) return false;
+  await forgetHeartbeat(db, call.id);
+  return true;
+}
+
+/** An ended call needs no heartbeat: its row goes in the transaction that writes the end. */
+export async function forgetHeartbeat(db: CommonQueryMethods, callId: number): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM call_heartbeats WHERE call_id = ${callId}`);
 }
 
 /** The type and country of a platform number, for its carrier price. */

@@ -26,7 +26,7 @@ export type ResponseRequest =
   | { readonly kind: 'greeting'; readonly text: string; readonly after?: string }
   | { readonly kind: 'turn'; readonly text: string }
   | { readonly kind: 'reengage' }
-  | { readonly kind: 'goodbye'; readonly reason: 'max_duration' | 'balance' | 'voicemail' | 'initial_silence' }
+  | { readonly kind: 'goodbye'; readonly reason: 'max_duration' | 'balance' | 'voicemail' | 'initial_silence' | 'shutdown' }
   | { readonly kind: 'voicemail'; readonly text: string };
 
 export type EndedStatus = 'completed' | 'ended_by_customer' | 'ended_by_assistant' | 'ended';

@@ -124,6 +124,7 @@ const GOODBYES: Record<string, string> = {
   balance: 'The call has to end now. Say a short, friendly goodbye.',
   voicemail: 'Say a short goodbye.',
   initial_silence: 'Nobody has answered. Say a short goodbye.',
+  shutdown: 'The call has to end now for a short service break. Say a short, friendly goodbye and invite them to call again in a few minutes.',
 };
 /** Silence before a filler: the model's first words, or a function's result, taking longer than this. */
 const FILLER_DELAY_MS = 800;

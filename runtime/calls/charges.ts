@@ -1,0 +1,27 @@
+import type { DatabaseTransactionConnection, CommonQueryMethods } from 'slonik';
+import type { Logger } from '../logger.js';
+import { callRate, type CallRate } from '../prices.js';
+import { enqueueCallEnded } from '../webhooks/outbox.js';
+import { chargeCall, numberTariff } from './repository.js';
+import type { CallMode, CallSpec } from './voice/session.js';
+
+/** The price per second of a call: the engine mode's, plus the carrier's for the platform number it uses. */
+export async function rateOf(db: CommonQueryMethods, userId: number, mode: CallMode, type: CallSpec['type'], assistantNumber: string | null): Promise<CallRate> {
+  const tariff = type === 'web' || assistantNumber === null ? null : await numberTariff(db, userId, assistantNumber);
+  return callRate(mode, tariff);
+}
+
+/**
+ * Charges an ended call and queues its webhook, inside the transaction that wrote its end, so an
+ * ended call never lacks either. @returns what was charged (less, when the balance ran short).
+ */
+export async function chargeEnded(
+  tx: DatabaseTransactionConnection,
+  logger: Logger,
+  call: { userId: number; callId: number; total: number; recordingUrl: string | null; holdMs: number },
+): Promise<number> {
+  const unpaid = await chargeCall(tx, call.userId, call.callId, call.total);
+  if (unpaid > 0) logger.warn({ callId: call.callId, userId: call.userId, unpaid }, 'the balance did not cover the whole call');
+  await enqueueCallEnded(tx, call.callId, call.recordingUrl, call.holdMs);
+  return call.total - unpaid;
+}

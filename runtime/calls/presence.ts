@@ -1,0 +1,122 @@
+import type { DatabasePool } from 'slonik';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logger.js';
+import { callCosts } from '../prices.js';
+import { chargeEnded, rateOf } from './charges.js';
+import { recoverRecording } from './recording.js';
+import { closeOrphanedCall, orphanedCalls, touchCalls, type CallHeartbeat, type OrphanedCall } from './repository.js';
+
+/**
+ * Which process holds which call, as PostgreSQL knows it. While a process has calls it vouches
+ * for them at every heartbeat and records when each was last heard (one statement for all of
+ * them). A call no process has vouched for in `orphanAfterMs`, seen so at two sweeps in a row, was
+ * left by a process that stopped without ending it (killed, or its machine gone): any process's
+ * sweep ends it as of when it was last heard, charges it up to then and queues its webhook. With
+ * the default timings that is within a minute of the last heartbeat, and the charge misses at
+ * most a heartbeat's interval of talk.
+ */
+
+export interface CallPresenceTimings {
+  /** How often a process vouches for its live calls. @defaultValue 1 000 ms */
+  readonly heartbeatMs: number;
+  /** A call nobody vouched for this long is taken for left. @defaultValue 30 000 ms */
+  readonly orphanAfterMs: number;
+  /** How often the sweep looks for such calls. @defaultValue 10 000 ms */
+  readonly sweepMs: number;
+}
+
+export const defaultCallPresence = { heartbeatMs: 1_000, orphanAfterMs: 30_000, sweepMs: 10_000 } as const satisfies CallPresenceTimings;
+
+export interface CallPresenceDeps {
+  readonly pool: DatabasePool;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly timings: CallPresenceTimings;
+  /** Where recordings are written: a left call's recording is finished from what reached the disk. */
+  readonly recordingsDir: string;
+  /** The signed URL of a call's recording (for the webhook payload). */
+  recordingUrl(callId: number): string;
+  /** This process's calls (live, or with their end still being saved), and when each was last heard. */
+  held(): CallHeartbeat[];
+  /** Calls were settled: their webhooks are queued. */
+  settled(ids: readonly number[]): void;
+}
+
+export function createCallPresence(deps: CallPresenceDeps) {
+  const { pool, clock, logger, timings } = deps;
+  let heartbeat: unknown;
+  let sweeper: NodeJS.Timeout | undefined;
+  let stopped = false;
+  /** Silent calls seen by the last sweep, as last seen then. */
+  let sighted = new Map<number, string>();
+
+  /** Ends and charges one left call; false when it ended or was vouched for meanwhile. */
+  async function settle(call: OrphanedCall): Promise<boolean> {
+    const rate = await rateOf(pool, call.user_id, call.mode, call.type, call.assistant_phone_number);
+    const costs = call.answered_ms === null ? { seconds: 0, carrier: 0, total: 0 } : callCosts(rate, Math.max(0, call.end_ms - call.answered_ms));
+    const recording = await recoverRecording(deps.recordingsDir, call.id);
+    return pool.transaction(async (tx) => {
+      if (!(await closeOrphanedCall(tx, call, costs, recording))) return false;
+      await chargeEnded(tx, logger, { userId: call.user_id, callId: call.id, total: costs.total, recordingUrl: recording ? deps.recordingUrl(call.id) : null, holdMs: 0 });
+      return true;
+    });
+  }
+
+  /**
+   * Ends the calls stopped processes left open; returns their ids. `all`: every open call other
+   * than this process's is left, at once (the database is this process's alone, and it just started).
+   */
+  async function settleOrphans(options: { all?: boolean } = {}): Promise<number[]> {
+    const own = deps.held().map((beat) => beat.id);
+    const silent = await orphanedCalls(pool, options.all ? 0 : timings.orphanAfterMs / 1000, own);
+    // Only a call silent at two sweeps in a row, untouched between them: after a database outage
+    // longer than the orphan age, the process that holds a call has a sweep's interval to vouch
+    // for it again before it is taken for left.
+    const confirmed = options.all ? silent : silent.filter((call) => sighted.get(call.id) === call.last_seen);
+    sighted = new Map(silent.map((call) => [call.id, call.last_seen]));
+    const settled: number[] = [];
+    for (const call of confirmed) if (await settle(call)) settled.push(call.id);
+    if (settled.length > 0) deps.settled(settled);
+    return settled;
+  }
+
+  function sweep(options: { all?: boolean } = {}): void {
+    settleOrphans(options).then(
+      (ids) => ids.length > 0 && logger.warn({ calls: ids }, 'ended and charged calls left open by a stopped process'),
+      (error: unknown) => logger.error({ err: error }, 'calls left open by a stopped process could not be settled'),
+    );
+  }
+
+  function beat(): void {
+    heartbeat = undefined;
+    const held = deps.held();
+    if (held.length === 0 || stopped) return;
+    touchCalls(pool, held).catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'));
+    arm();
+  }
+
+  /** Starts the heartbeat if it is not running; it stops by itself when the process holds no call. */
+  function arm(): void {
+    if (heartbeat !== undefined || stopped) return;
+    heartbeat = clock.setTimeout(beat, timings.heartbeatMs);
+  }
+
+  return {
+    /** Sweeps now and then every `sweepMs`; `exclusive`: the database is this process's alone, so the first sweep takes every open call at once. */
+    start(options: { exclusive: boolean }): void {
+      sweeper = setInterval(() => sweep(), timings.sweepMs);
+      sweeper.unref();
+      sweep({ all: options.exclusive });
+    },
+    arm,
+    settleOrphans,
+    stop(): void {
+      stopped = true;
+      if (sweeper) clearInterval(sweeper);
+      if (heartbeat !== undefined) clock.clearTimeout(heartbeat);
+      heartbeat = undefined;
+    },
+  };
+}
+
+export type CallPresence = ReturnType<typeof createCallPresence>;
