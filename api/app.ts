@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/logger.js';
 import type { Runtime } from '../runtime/platform.js';
-import { createHttpServer, type HttpServer } from './http/server.js';
+import type { Routing } from './http/server.js';
 import { Router } from './http/router.js';
 import { adminRoutes } from './routes/admin.js';
 import { apiKeyRoutes } from './routes/apiKeys.js';
@@ -32,14 +32,14 @@ export interface AppDeps {
   readonly runtime: Runtime;
 }
 
-/** Builds the transport over a started runtime. Listening is the caller's choice. */
-export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpServer; router: Router } {
+/** The routes and sockets over a started runtime, for a server to serve. */
+export function buildApp({ config, logger, runtime }: AppDeps): { router: Router; routing: Routing } {
   const { services } = runtime;
   const router = new Router();
   const perIp = createRateLimiter(config.rateLimits.perIp);
   const perConversation = createRateLimiter(config.rateLimits.perConversation);
   const routes = [
-    ...healthRoutes(() => runtime.isHealthy()),
+    ...healthRoutes(() => runtime.health()),
     ...authRoutes(services.auth),
     ...apiKeyRoutes(services.apiKeys),
     ...knowledgeRoutes(services.knowledge),
@@ -79,9 +79,8 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
   });
 
   const adminToken = config.adminToken ? Buffer.from(config.adminToken) : undefined;
-  const server = createHttpServer({
+  const routing: Routing = {
     router,
-    logger,
     authenticate: (token) => services.auth.authenticate(token),
     authenticateAdmin: adminToken
       ? (token) => {
@@ -89,9 +88,6 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
           return given.length === adminToken.length && timingSafeEqual(given, adminToken);
         }
       : undefined,
-    jsonBodyLimit: config.jsonBodyLimit,
-    trustProxy: config.trustProxy,
-    multipartBodyLimit: config.multipartBodyLimit,
     onResponse: (route, method, status, seconds) => runtime.metrics.observeRequest(route, method, status, seconds),
     sockets: (app) => {
       conversationSocket(app, {
@@ -105,6 +101,6 @@ export function buildApp({ config, logger, runtime }: AppDeps): { server: HttpSe
       twilioMediaSocket(app, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('telephony', delta) });
       webCallSocket(app, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('web_call', delta) });
     },
-  });
-  return { server, router };
+  };
+  return { router, routing };
 }

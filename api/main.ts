@@ -1,8 +1,14 @@
 import { ConfigError, loadConfig } from '../runtime/config.js';
+import { StartupError } from '../runtime/errors.js';
 import { createLogger } from '../runtime/logger.js';
-import { startPlatform } from './platform.js';
+import { startupBlock, startupFacts } from '../runtime/startup.js';
+import { startPlatform, type RunningPlatform } from './platform.js';
 
-/** Entry point: read the configuration, start everything, stop gracefully on SIGTERM/SIGINT. */
+/**
+ * Entry point: read the configuration, start everything, stop in order on SIGTERM or SIGINT.
+ * A second signal cuts the stop's grace and goodbyes short (the ends of calls are still saved); a
+ * third exits at once, leaving what is open to the next start's sweep.
+ */
 
 let config;
 try {
@@ -16,23 +22,44 @@ try {
 }
 
 const logger = createLogger(config.logLevel);
-const platform = await startPlatform(config, logger).catch((error: unknown) => {
-  logger.fatal({ err: error }, 'start-up failed');
-  process.exit(1);
-});
+let platform: RunningPlatform | undefined;
+let signals = 0;
+let hurry!: () => void;
+const hurried = new Promise<void>((resolve) => (hurry = resolve));
 
-let stopping = false;
+function stop(): void {
+  platform!.close({ hurry: hurried }).then(
+    () => process.exit(0),
+    (error: unknown) => {
+      logger.error({ err: error }, 'the stop failed');
+      process.exit(1);
+    },
+  );
+}
+
+// Taken before start-up, so a signal while the database starts still stops in order once it is up.
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    platform.close().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    signals++;
+    if (signals === 1) {
+      logger.info({ signal, graceSeconds: config.shutdownGraceMs / 1000 }, 'shutting down: live calls may finish; send the signal again to end them now');
+      if (platform) stop();
+    } else if (signals === 2) {
+      logger.warn({ signal }, 'second signal: ending the live calls now (their ends are still saved)');
+      hurry();
+    } else {
+      logger.error({ signal }, 'third signal: exiting at once; what is still open is settled by the next start');
+      process.exit(130);
+    }
   });
 }
+
+try {
+  platform = await startPlatform(config, logger);
+} catch (error) {
+  if (error instanceof StartupError) process.stderr.write(`${error.message}\n`);
+  else logger.fatal({ err: error }, 'start-up failed');
+  process.exit(1);
+}
+if (process.stderr.isTTY) process.stderr.write(startupBlock(startupFacts(config, platform.runtime.publicUrl(), platform.runtime.embeddedDirectory)));
+if (signals > 0) stop();

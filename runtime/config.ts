@@ -78,6 +78,17 @@ export interface Config {
   readonly speech: SpeechVendors;
   /** CALCOM_API_URL: the Cal.com API for the calendar tool. @defaultValue https://api.cal.com */
   readonly calendarApiUrl: string;
+  /**
+   * SHUTDOWN_GRACE_SECONDS: at a stop, how long live calls and replies may go on by themselves
+   * before the rest are ended (with a goodbye); a second signal skips it. @defaultValue 30 000 ms
+   */
+  readonly shutdownGraceMs: number;
+  /**
+   * CALL_HEARTBEAT_MS, CALL_ORPHAN_AFTER_MS, CALL_SWEEP_MS: how often a process vouches for its live
+   * calls, how long a call nobody vouched for is taken for left by a stopped process, and how often
+   * the sweep that ends such calls runs. @defaultValue 1 000, 30 000, 10 000 ms
+   */
+  readonly callPresence: { readonly heartbeatMs: number; readonly orphanAfterMs: number; readonly sweepMs: number };
 }
 
 export interface SpeechVendors {
@@ -105,6 +116,7 @@ export const configDefaults = {
   multipartBodyLimit: 21 * 1024 * 1024,
   sessionTtlMs: 30 * 24 * 60 * 60 * 1000,
   databasePoolSize: 10,
+  shutdownGraceMs: 30_000,
 } as const satisfies Partial<Config>;
 
 function text(env: Env, name: string): string | undefined {
@@ -188,6 +200,15 @@ function speechConfig(env: Env): SpeechVendors {
   return vendors;
 }
 
+function callPresenceConfig(env: Env): Config['callPresence'] {
+  const heartbeatMs = integer(env, 'CALL_HEARTBEAT_MS', 100, 60_000, 1_000);
+  const orphanAfterMs = integer(env, 'CALL_ORPHAN_AFTER_MS', 1_000, 3_600_000, 30_000);
+  const sweepMs = integer(env, 'CALL_SWEEP_MS', 100, 600_000, 10_000);
+  // Fewer than three heartbeats in the orphan age, and one late heartbeat ends a live call.
+  if (orphanAfterMs < 3 * heartbeatMs) throw new ConfigError('CALL_ORPHAN_AFTER_MS', `must be at least three heartbeats (3 × CALL_HEARTBEAT_MS = ${3 * heartbeatMs}), got "${orphanAfterMs}"`);
+  return { heartbeatMs, orphanAfterMs, sweepMs };
+}
+
 function embeddingsConfig(env: Env): Config['embeddings'] {
   const baseUrl = url(env, 'EMBEDDINGS_BASE_URL', ['http:', 'https:']);
   if (!baseUrl) return undefined;
@@ -248,5 +269,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     twilioAuthToken: overrides.twilioAuthToken ?? text(env, 'TWILIO_AUTH_TOKEN'),
     speech: overrides.speech ?? speechConfig(env),
     calendarApiUrl: (overrides.calendarApiUrl ?? url(env, 'CALCOM_API_URL', ['https:', 'http:']) ?? 'https://api.cal.com').replace(/\/+$/, ''),
+    shutdownGraceMs: overrides.shutdownGraceMs ?? integer(env, 'SHUTDOWN_GRACE_SECONDS', 0, 3600, configDefaults.shutdownGraceMs / 1000) * 1000,
+    callPresence: overrides.callPresence ?? callPresenceConfig(env),
   };
 }

@@ -31,6 +31,8 @@ export const errorRegistry = {
   too_many_requests: { status: 429, message: 'Too many requests. Please try again later.' },
   internal: { status: 500, message: 'Server error.' },
   service_unavailable: { status: 503, message: 'Service unavailable.' },
+  /** The server is stopping (or still starting): nothing new is taken on; the client tries again shortly (`Retry-After`). */
+  shutting_down: { status: 503, message: 'The server is restarting. Please try again in a moment.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof errorRegistry;
@@ -80,4 +82,12 @@ export function summarize(errors: FieldErrors): string {
   const more = all.length - 1;
   if (more <= 0) return first;
   return `${first} (and ${more} more error${more === 1 ? '' : 's'})`;
+}
+
+/**
+ * A start-up refusal the operator can act on (a port or data directory in use, a directory the
+ * database cannot use): its message is the one line the entry point prints, without a stack.
+ */
+export class StartupError extends Error {
+  override readonly name: string = 'StartupError';
 }

@@ -58,9 +58,26 @@ export interface Runtime {
   publicUrl(): string;
   /** Where call recordings are and the key that signs their URLs. */
   readonly recordings: { readonly dir: string; readonly secret: Buffer };
-  /** True when the database answers within a second. */
-  isHealthy(): Promise<boolean>;
-  stop(): Promise<void>;
+  /** `ok` when the database answers within a second, `stopping` once a stop has begun. */
+  health(): Promise<'ok' | 'unavailable' | 'stopping'>;
+  /** The embedded PostgreSQL's data directory when this process runs it (the database is then its alone). */
+  readonly embeddedDirectory: string | undefined;
+  /** Stop, step 1: no new call and no new message; live ones go on. */
+  drain(): void;
+  /** Resolves once no call is live here and no message is being answered (the grace of a stop waits for it). */
+  quiet(): Promise<void>;
+  /**
+   * Stop, step 3: ends the calls still live (a goodbye of up to `goodbyeMs` where the caller can
+   * hear it, unless `cutShort` settles first) and cuts short the replies still being written (refunded); resolves once every end is
+   * saved with its charge and webhook.
+   */
+  endLive(goodbyeMs: number, cutShort?: Promise<void>): Promise<void>;
+  /**
+   * Stop, last step: background work (webhook attempts in flight finish, evaluations and document
+   * jobs get `graceMs`, after which jobs are given back), the worker threads, the pool, and then
+   * the embedded PostgreSQL.
+   */
+  stop(graceMs?: number): Promise<void>;
 }
 
 export interface Services {
@@ -94,6 +111,13 @@ export interface RuntimeOptions {
   readonly conversationTurnLeaseSeconds?: number;
   /** Waits between attempts to save a call's end, the last repeating (tests shorten them). */
   readonly callEndRetryMs?: readonly number[];
+}
+
+/** Resolves when `work` settles or after `ms`, whichever is first; never rejects. */
+export async function within(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work.then(() => undefined, () => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
@@ -196,12 +220,15 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     wakeWebhooks: () => webhookWorker.wake(),
     endSaveRetryMs: options.callEndRetryMs,
     evaluate: (callId) => evaluator.evaluate(callId),
+    presence: config.callPresence,
+    exclusiveDatabase: embedded !== undefined,
     indexCall: async (callId) => {
       const row = await callForIndex(db, callId);
       if (row) await index.indexCall({ id: row.id, userId: row.user_id, assistantId: row.assistant_id, campaignId: row.campaign_id, status: row.status, type: row.type, clientPhoneNumber: row.client_phone_number, createdAt: row.created_at, transcript: row.transcript });
     },
   });
   const tokens = new TokenCache(Date.now);
+  let stopping = false;
   const services: Services = {
     auth: createAuthService({ pool: db, logger, sessionTtlMs: config.sessionTtlMs, tokens }),
     apiKeys: createApiKeyService({ pool: db, logger, tokens }),
@@ -225,7 +252,9 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
   const evaluationSweep = setInterval(() => void evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')), 5 * 60_000);
   evaluationSweep.unref();
-  void conversationEngine.refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
+  // The embedded database is this process's alone: a message still owed its reply was left by the
+  // process before it (killed mid-turn), and is refunded at once rather than after the usual wait.
+  void conversationEngine.refundUnanswered(embedded ? 0 : undefined).catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
   const renewNumbers = () => void services.phoneNumbers.renewDue().catch((error: unknown) => logger.error({ err: error }, 'phone numbers could not be renewed'));
   const renewals = setInterval(renewNumbers, 60 * 60_000);
   renewals.unref();
@@ -238,13 +267,26 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     services,
     outbound,
     metrics,
-    async isHealthy() {
+    embeddedDirectory: embedded ? join(config.dataDir, 'postgres') : undefined,
+    async health() {
+      if (stopping) return 'stopping';
       const probe = db.oneFirst(sql.type(z.object({ ok: z.number() }))`SELECT 1 AS ok`).then(
         () => true,
         () => false,
       );
       const timeout = new Promise<boolean>((resolveTimeout) => setTimeout(resolveTimeout, 1000, false).unref());
-      return Promise.race([probe, timeout]);
+      return (await Promise.race([probe, timeout])) ? 'ok' : 'unavailable';
+    },
+    drain() {
+      stopping = true;
+      voice.drain();
+      conversationEngine.drain();
+    },
+    async quiet() {
+      await Promise.all([voice.quiet(), conversationEngine.quiet()]);
+    },
+    async endLive(goodbyeMs, cutShort) {
+      await Promise.all([voice.endAll(goodbyeMs, cutShort), conversationEngine.stop()]);
     },
     /** A call just ended and its webhook was queued: deliver without waiting for the next poll. */
     wakeWebhooks: () => webhookWorker.wake(),
@@ -253,14 +295,15 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     },
     publicUrl,
     recordings,
-    async stop() {
+    async stop(graceMs = Infinity) {
+      stopping = true;
       clearInterval(renewals);
-      await voice.stop();
       clearInterval(evaluationSweep);
-      await evaluator.idle();
-      await webhookWorker.stop();
+      await voice.stop();
       await conversationEngine.stop();
-      await ingestion.stop();
+      // Side by side: an attempt in flight finishes (it has its own 10 s limit), an evaluation left
+      // unfinished is taken up again at the next start, a document job given back is run again.
+      await Promise.all([webhookWorker.stop(), within(evaluator.idle(), graceMs), ingestion.stop(graceMs)]);
       await workers.close();
       await db.end();
       await embedded?.stop();

@@ -34,7 +34,8 @@ export function errorResponse(error: unknown, route: RouteDefinition | undefined
   }
   if (error instanceof PlatformError) {
     const family = TRANSPORT_CODES.has(error.code) ? 'message' : route?.family ?? 'message';
-    if (error.statusCode >= 500) log.error({ err: error, code: error.code }, 'request failed');
+    // A stop or start under way is the server's state, not a failure of the request.
+    if (error.statusCode >= 500 && error.code !== 'shutting_down') log.error({ err: error, code: error.code }, 'request failed');
     return { status: error.statusCode, body: familyBody(family, error.message), headers: error.headers };
   }
   log.error({ err: error }, 'unhandled error');

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
+import { createServer } from 'node:net';
 import uWS from 'uWebSockets.js';
-import { PlatformError } from '../../runtime/errors.js';
+import { PlatformError, StartupError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { Principal } from '../../runtime/auth/service.js';
 import { parseJson, parseMultipart, parseQuery } from './body.js';
@@ -16,29 +17,53 @@ import { StreamBody, type ApiRequest, type ApiResponse, type RouteDefinition, ty
  * uWS; the handler's plain response is written back inside `cork` unless the client went away.
  */
 
-export interface HttpServerOptions {
+/** What the server routes to: given at creation, or once the runtime has started (`serve`). */
+export interface Routing {
   readonly router: Router;
-  readonly logger: Logger;
   /** Resolves a bearer token to a user, or undefined when it is unknown, expired or revoked. */
   readonly authenticate: (token: string) => Promise<Principal | undefined>;
   /** Checks the operator token; absent when admin operations are disabled. */
   readonly authenticateAdmin?: (token: string) => boolean;
+  /** Called once per answered request (metrics). */
+  readonly onResponse?: (route: string, method: string, status: number, seconds: number) => void;
+  /** Registers socket routes (they take precedence over the HTTP catch-all whenever they are added). */
+  readonly sockets?: (app: uWS.TemplatedApp) => void;
+}
+
+export interface HttpServerOptions extends Partial<Routing> {
+  readonly logger: Logger;
   readonly jsonBodyLimit: number;
   /** Proxies whose X-Forwarded-For is believed for the client address (`TRUST_PROXY`). */
   readonly trustProxy?: number;
   readonly multipartBodyLimit: number;
-  /** Called once per answered request (metrics). */
-  readonly onResponse?: (route: string, method: string, status: number, seconds: number) => void;
-  /** Registers socket routes before the HTTP catch-all. */
-  readonly sockets?: (app: uWS.TemplatedApp) => void;
 }
 
 export interface HttpServer {
   readonly app: uWS.TemplatedApp;
+  /**
+   * Binds the port exclusively (a second server on it fails here, instead of sharing its
+   * connections). Until `serve`, when no routing was given at creation, every request is 503.
+   * @throws PortInUseError when the port cannot be bound.
+   */
   listen(host: string, port: number): Promise<number>;
-  /** Stops accepting, then waits (up to `graceMs`) for in-flight requests to finish. */
+  /** Starts routing requests (the runtime is up). */
+  serve(routing: Routing): void;
+  /**
+   * The first step of a stop: requests are answered 503 with `Retry-After`, but for routes marked
+   * `duringStop` (carrier callbacks of live calls, health, which says it is stopping).
+   */
+  drain(): void;
+  /** Stops accepting, then waits (up to `graceMs`) for in-flight requests to finish, then closes every connection. */
   close(graceMs?: number): Promise<void>;
 }
+
+/** The port could not be bound; the message says why, in one line. */
+export class PortInUseError extends StartupError {
+  override readonly name = 'PortInUseError';
+}
+
+/** A 503 while the server is starting or stopping: the client tries again shortly. */
+const UNAVAILABLE_RETRY_S = '5';
 
 const CORS_HEADERS: Readonly<Record<string, string>> = {
   'Access-Control-Allow-Origin': '*',
@@ -175,6 +200,21 @@ function write(exchange: Exchange, requestId: string, response: ApiResponse, clo
   });
 }
 
+/**
+ * Why uWS could not bind (it says only that it could not): the same bind tried with Node's own
+ * server reports the operating system's reason, in one line for the operator.
+ */
+function bindFailure(host: string, port: number): Promise<PortInUseError> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    const done = (reason: string) => resolve(new PortInUseError(`Cannot listen on ${host}:${port}: ${reason}. Stop what holds it or set PORT (or HOST) to another one.`));
+    probe.once('error', (error: NodeJS.ErrnoException) =>
+      done(error.code === 'EADDRINUSE' ? 'the port is in use by another program (or another server of this platform)' : error.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges)' : error.code === 'EADDRNOTAVAIL' ? 'no interface has that address' : (error.code ?? error.message)),
+    );
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => done('the port is in use by another server')));
+  });
+}
+
 function bearer(header: string | undefined): string | undefined {
   if (!header) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -182,13 +222,19 @@ function bearer(header: string | undefined): string | undefined {
 }
 
 export function createHttpServer(options: HttpServerOptions): HttpServer {
-  const { router, logger } = options;
+  const { logger } = options;
   const app = uWS.App();
   let listenSocket: uWS.us_listen_socket | undefined;
   let inFlight = 0;
   let drained: (() => void) | undefined;
+  let routing: Routing | undefined;
+  let stopping = false;
 
-  options.sockets?.(app);
+  function serve(given: Routing): void {
+    given.sockets?.(app);
+    routing = given;
+  }
+  if (options.router && options.authenticate) serve({ ...options, router: options.router, authenticate: options.authenticate });
 
   app.any('/*', (res, req) => {
     const started = performance.now();
@@ -219,10 +265,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const log = logger.child({ reqId: requestId });
 
     const finish = (response: ApiResponse, route: RouteDefinition | undefined, principal?: Principal, close = false): void => {
+      const onResponse = routing?.onResponse;
       // Neither may reject unheard: an unhandled rejection ends the process, every call in it.
       if (response.body instanceof StreamBody) streamBody(exchange, requestId, response, response.body, log).catch((error: unknown) => log.error({ err: error }, 'a streamed response failed'));
       else write(exchange, requestId, response, close);
-      options.onResponse?.(route?.path ?? 'unmatched', method, response.status, (performance.now() - started) / 1000);
+      onResponse?.(route?.path ?? 'unmatched', method, response.status, (performance.now() - started) / 1000);
       log.info(
         {
           method,
@@ -247,6 +294,11 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       return;
     }
 
+    if (!routing) {
+      finish(errorResponse(new PlatformError('shutting_down', { message: 'The server is starting. Please try again in a moment.', headers: { 'Retry-After': UNAVAILABLE_RETRY_S } }), undefined, log), undefined, undefined, true);
+      return;
+    }
+    const { router, authenticate, authenticateAdmin } = routing;
     const match = router.match(method, path);
     if (match.kind === 'not_found') {
       finish({ status: 404, body: { message: 'Not found.' } }, undefined);
@@ -257,6 +309,10 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       return;
     }
     const { route, params } = match;
+    if (stopping && !route.duringStop) {
+      finish(errorResponse(new PlatformError('shutting_down', { headers: { 'Retry-After': UNAVAILABLE_RETRY_S } }), route, log), route, undefined, true);
+      return;
+    }
 
     const contentType = headers['content-type'] ?? '';
     const isMultipart = contentType.toLowerCase().startsWith('multipart/form-data');
@@ -272,13 +328,13 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody);
       return;
     }
-    if (route.auth === 'admin' && !(token && options.authenticateAdmin?.(token))) {
+    if (route.auth === 'admin' && !(token && authenticateAdmin?.(token))) {
       finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody);
       return;
     }
     // The token is checked while the body arrives; a caller it does not name gets 401 at once and
     // the rest of the upload is not kept (below).
-    const authenticated = needsUser && token ? options.authenticate(token) : Promise.resolve(undefined);
+    const authenticated = needsUser && token ? authenticate(token) : Promise.resolve(undefined);
 
     if (declaredLength !== undefined && declaredLength > limit) {
       finish(route.tooLarge ?? TOO_LARGE, route, undefined, true);
@@ -394,15 +450,26 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     app,
     listen(host, port) {
       return new Promise((resolveListen, reject) => {
-        app.listen(host, port, (socket) => {
-          if (!socket) {
-            reject(new Error(`could not listen on ${host}:${port}`));
-            return;
-          }
-          listenSocket = socket;
-          resolveListen(uWS.us_socket_local_port(socket));
-        });
+        // Exclusive: without it uWS sets SO_REUSEPORT, and a second server on the port would take
+        // half of the connections of the first (each with its own database).
+        (app as uWS.TemplatedApp & { listen(host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void): uWS.TemplatedApp }).listen(
+          host,
+          port,
+          (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT,
+          (socket) => {
+            if (!socket) {
+              void bindFailure(host, port).then(reject);
+              return;
+            }
+            listenSocket = socket;
+            resolveListen(uWS.us_socket_local_port(socket));
+          },
+        );
       });
+    },
+    serve,
+    drain() {
+      stopping = true;
     },
     async close(graceMs = 10_000) {
       if (listenSocket) {

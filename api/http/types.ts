@@ -78,6 +78,11 @@ export interface RouteDefinition {
   readonly failureMessage?: string;
   /** Accepts multipart uploads (larger body limit). */
   readonly multipart?: boolean;
+  /**
+   * Served while the server stops (carrier webhooks and status callbacks, which live calls need,
+   * and health, which says it is stopping); every other route answers 503 then.
+   */
+  readonly duringStop?: boolean;
   /** The answer to a body over the limit, where the operation words it (default 413). */
   readonly tooLarge?: ApiResponse;
   /** For the OpenAPI document. */

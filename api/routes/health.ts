@@ -1,15 +1,20 @@
 import { json, type RouteDefinition } from '../http/types.js';
 
-export function healthRoutes(isHealthy: () => Promise<boolean>): RouteDefinition[] {
+/** `ok`: the database answers; `unavailable`: it does not; `stopping`: a stop has begun (load balancers take the process out). */
+export type Health = 'ok' | 'unavailable' | 'stopping';
+
+export function healthRoutes(health: () => Promise<Health>): RouteDefinition[] {
   return [
     {
       method: 'GET',
       path: '/health',
       auth: 'none',
+      duringStop: true,
       tag: 'Operations',
-      summary: 'Liveness: 200 once the database answers, 503 otherwise',
+      summary: 'Liveness: 200 once the database answers, 503 otherwise and while the server stops',
       async handler() {
-        return (await isHealthy()) ? json(200, { status: 'ok' }) : json(503, { status: 'unavailable' });
+        const status = await health();
+        return json(status === 'ok' ? 200 : 503, { status });
       },
     },
   ];

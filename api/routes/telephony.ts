@@ -59,6 +59,7 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
       method: 'POST',
       path: '/api/telephony/twilio/inbound',
       auth: 'none',
+      duringStop: true,
       tag: 'Telephony',
       summary: "Twilio's voice webhook for calls to your numbers: answers TwiML that streams the call to its inbound assistant",
       async handler(req) {
@@ -71,6 +72,7 @@ export function telephonyRoutes(voice: VoiceService, options: { twilioAuthToken:
       method: 'POST',
       path: '/api/telephony/twilio/status',
       auth: 'none',
+      duringStop: true,
       tag: 'Telephony',
       summary: "Twilio's status callback (ringing, in-progress, busy, no-answer, failed, completed) and answering-machine result",
       handler(req) {

@@ -109,6 +109,14 @@ export function createConversationEngine(deps: EngineDeps) {
   /** The turn this process holds per conversation (its actor runs one at a time): owner id and lease heartbeat. */
   const turns = new Map<string, { owner: string; heartbeat: NodeJS.Timeout }>();
   let stopped = false;
+  /** A stop has begun: no new message is taken; turns under way go on until `stop` cuts them short. */
+  let draining = false;
+  /** Aborted by `stop`: turns still running give up (and refund) instead of holding the stop. */
+  const stopping = new AbortController();
+  const shuttingDown = () => new PlatformError('shutting_down', { headers: { 'Retry-After': '5' } });
+  /** Messages queued or being answered, over every actor. */
+  let busy = 0;
+  const quietWaiters: Array<() => void> = [];
 
   function holdingTurn(conversationId: string, owner: string): void {
     const heartbeat = setInterval(() => {
@@ -266,7 +274,7 @@ export function createConversationEngine(deps: EngineDeps) {
           const owner = randomUUID();
           const waitUntil = Date.now() + waitForTurnMs;
           for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 500)) {
-            if (stopped) throw new LlmError('the server is shutting down', true);
+            if (stopped) throw shuttingDown();
             accepted = await pool.transaction(async (tx) => {
               const state = await lockConversation(tx, s.conversationId);
               // Another process is answering this conversation: its turn comes first.
@@ -302,7 +310,8 @@ export function createConversationEngine(deps: EngineDeps) {
 
         think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
           const { setup: s, turn } = input;
-          const deadline = AbortSignal.timeout(Math.max(1, turn.deadline - Date.now()));
+          const overtime = AbortSignal.timeout(Math.max(1, turn.deadline - Date.now()));
+          const deadline = AbortSignal.any([overtime, stopping.signal]);
           const round = streamRound(
             {
               signal: deadline,
@@ -317,8 +326,9 @@ export function createConversationEngine(deps: EngineDeps) {
             { conversationId: s.conversationId },
           );
           const result = await round.catch((error: unknown) => {
-            throw deadline.aborted ? overdue() : error;
+            throw stopping.signal.aborted ? shuttingDown() : deadline.aborted ? overdue() : error;
           });
+          if (stopping.signal.aborted) throw shuttingDown();
           if (deadline.aborted) throw overdue();
           return { text: result.text, calls: [...result.calls] };
         }),
@@ -331,6 +341,7 @@ export function createConversationEngine(deps: EngineDeps) {
           const context = { ownerId: s.ownerId, tools: current, knowledgebaseId: kbId, knowledge: deps.knowledge, outbound: deps.outbound, fallbackQuery: turn.job.text };
           const results = [];
           for (const [index, call] of turn.pending.entries()) {
+            if (stopping.signal.aborted) throw shuttingDown();
             if (Date.now() >= turn.deadline) throw overdue();
             const args = parseArguments(call.arguments);
             // Every call gets its answer (the model expects one per call), but only so many run.
@@ -430,15 +441,32 @@ export function createConversationEngine(deps: EngineDeps) {
      * @throws PlatformError `insufficient_balance`; LlmError when the model fails (the charge is refunded).
      */
     async send(conversation: ConversationRow, assistant: AssistantWithTools, text: string): Promise<TurnResult> {
-      const entry = await actorFor(conversation, assistant);
-      entry.busy++;
-      entry.lastUsed = Date.now();
+      if (draining) throw shuttingDown();
+      busy++;
       try {
-        return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, resolve, reject } }));
-      } finally {
-        entry.busy--;
+        const entry = await actorFor(conversation, assistant);
+        entry.busy++;
         entry.lastUsed = Date.now();
+        try {
+          return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, resolve, reject } }));
+        } finally {
+          entry.busy--;
+          entry.lastUsed = Date.now();
+        }
+      } finally {
+        busy--;
+        if (busy === 0) for (const waiter of quietWaiters.splice(0)) waiter();
       }
+    },
+
+    /** The first step of a stop: new messages are refused (503); those taken are answered. */
+    drain(): void {
+      draining = true;
+    },
+
+    /** Resolves once no message is queued or being answered here. */
+    quiet(): Promise<void> {
+      return busy === 0 ? Promise.resolve() : new Promise((resolve) => quietWaiters.push(resolve));
     },
 
     /** Streams events of a conversation to `listener`; returns the unsubscribe function. */
@@ -458,8 +486,15 @@ export function createConversationEngine(deps: EngineDeps) {
 
     refundUnanswered,
 
+    /**
+     * Cuts short the turns still running (each refunds its message and its caller gets 503), waits
+     * for them to settle, and stops every actor.
+     */
     async stop(): Promise<void> {
+      draining = true;
       stopped = true;
+      stopping.abort();
+      await this.quiet();
       for (const conversationId of [...turns.keys()]) leavingTurn(conversationId);
       clearInterval(sweeper);
       clearInterval(refundSweep);

@@ -8,7 +8,7 @@ import type { IndexedChunk, SearchIndex } from '../search/types.js';
 import type { WorkerPool } from '../workers.js';
 import { CrawlError, type Crawler } from './crawler.js';
 import { EmbeddingError, type Embedder } from './embedder.js';
-import { claimJob, completeJob, failJob, renewLease, retryJob, type ClaimedJob } from './jobs.js';
+import { claimJob, completeJob, failJob, releaseJob, renewLease, retryJob, type ClaimedJob } from './jobs.js';
 
 /**
  * The ingestion worker: claims document jobs, extracts text (worker pool), chunks and embeds it,
@@ -48,7 +48,8 @@ export function createIngestion(options: IngestionOptions) {
   const backoffMs = options.backoffMs ?? 5000;
   let running = false;
   let timer: NodeJS.Timeout | undefined;
-  const active = new Set<Promise<void>>();
+  /** Jobs being run, with the claim each holds. */
+  const active = new Map<Promise<void>, ClaimedJob>();
   const claims = new Set<Promise<unknown>>();
 
   async function blocksOf(job: ClaimedJob): Promise<Block[]> {
@@ -174,7 +175,7 @@ export function createIngestion(options: IngestionOptions) {
         active.delete(work);
         if (running) void drain();
       });
-      active.add(work);
+      active.set(work, job);
     }
   }
 
@@ -197,12 +198,29 @@ export function createIngestion(options: IngestionOptions) {
     wake(): void {
       if (running) void drain();
     },
-    /** Stops claiming and waits for the jobs in hand, including one whose claim was under way. */
-    async stop(): Promise<void> {
+    /**
+     * Stops claiming and waits up to `graceMs` for the jobs in hand (a claim under way included);
+     * those still running then are given back, due at once, for the next start or another process
+     * to run again (what they did so far is redone).
+     */
+    async stop(graceMs = Infinity): Promise<void> {
       running = false;
       if (timer) clearTimeout(timer);
       await Promise.allSettled([...claims]);
-      await Promise.allSettled([...active]);
+      let timeout: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        if (graceMs !== Infinity) timeout = setTimeout(resolve, graceMs);
+      });
+      await Promise.race([Promise.allSettled([...active.keys()]), late]);
+      clearTimeout(timeout);
+      await Promise.allSettled(
+        [...active.values()].map((job) =>
+          releaseJob(pool, job).then(
+            () => logger.info({ documentId: job.document_id }, 'document job given back at the stop'),
+            (error: unknown) => logger.warn({ err: error, documentId: job.document_id }, 'could not give a document job back; its lease will lapse'),
+          ),
+        ),
+      );
     },
   };
 }

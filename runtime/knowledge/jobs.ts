@@ -85,3 +85,13 @@ export async function retryJob(db: CommonQueryMethods, job: ClaimedJob, message:
       run_after = now() + ${delayMs} * interval '1 millisecond', updated_at = now()
     WHERE ${ownClaim(job)}`);
 }
+
+/**
+ * Gives a claimed job back at a stop: due at once, and the run not counted against its attempts.
+ * A run that still finishes afterwards finds its claim gone and records nothing.
+ */
+export async function releaseJob(db: CommonQueryMethods, job: ClaimedJob): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE document_jobs SET status = 'pending', attempts = attempts - 1, lease_expires_at = NULL, run_after = now(), updated_at = now()
+    WHERE ${ownClaim(job)}`);
+}

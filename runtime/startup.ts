@@ -1,0 +1,82 @@
+import type { Config } from './config.js';
+
+/**
+ * What the server tells its operator once it listens: where it is, where the API reference is,
+ * which providers are the offline `dev` stand-ins (a missing key is visible at once, not in the
+ * middle of a call), and the switches that change what it will do.
+ */
+
+export interface StartupFacts {
+  readonly url: string;
+  readonly apiReference: string;
+  readonly database: string;
+  readonly search: string;
+  /** Providers served for real, by what they serve. */
+  readonly providers: readonly string[];
+  /** Catalog providers served by the offline `dev` stand-ins (no key configured, or no adapter yet). */
+  readonly offline: readonly string[];
+  readonly carrier: string;
+  readonly adminRoutes: 'on' | 'off (set ADMIN_TOKEN)';
+  readonly outboundPrivateAddresses: 'allowed' | 'refused';
+  readonly metrics: 'token required' | 'open (set METRICS_TOKEN)';
+  readonly shutdownGraceSeconds: number;
+}
+
+/** Catalog providers by what they serve, and whether this configuration has a real adapter for each. */
+function providerTable(config: Config): ReadonlyArray<readonly [string, string, boolean]> {
+  const { speech, llmProviders } = config;
+  return [
+    ['chat', 'openai', llmProviders.openai !== undefined],
+    ['chat', 'groq', llmProviders.groq !== undefined],
+    ['transcription', 'deepgram', speech.deepgram !== undefined],
+    ['transcription', 'openai', false],
+    ['transcription', 'azure', false],
+    ['voice', 'elevenlabs', speech.elevenlabs !== undefined],
+    ['voice', 'openai', speech.openai !== undefined],
+    ['voice', 'azure', false],
+    ['realtime', 'openai', speech.openai !== undefined],
+  ];
+}
+
+export function startupFacts(config: Config, url: string, embeddedDirectory: string | undefined): StartupFacts {
+  const table = providerTable(config);
+  const byKind = (live: boolean) => {
+    const groups = new Map<string, string[]>();
+    for (const [kind, name, real] of table) if (real === live) groups.set(kind, [...(groups.get(kind) ?? []), name]);
+    return [...groups].map(([kind, names]) => `${kind}: ${names.join(', ')}`);
+  };
+  const offline = byKind(false);
+  if (!config.embeddings) offline.push('embeddings: built-in local embedder');
+  const providers = byKind(true);
+  if (config.embeddings) providers.push(`embeddings: ${config.embeddings.model}`);
+  return {
+    url,
+    apiReference: `${url}/api/docs`,
+    database: embeddedDirectory ? `embedded PostgreSQL in ${embeddedDirectory}` : 'DATABASE_URL',
+    search: config.elasticsearchUrl ? 'Elasticsearch' : 'PostgreSQL',
+    providers,
+    offline,
+    carrier: config.twilio ? 'twilio' : 'loopback (a local silent phone answers outbound calls; set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN)',
+    adminRoutes: config.adminToken ? 'on' : 'off (set ADMIN_TOKEN)',
+    outboundPrivateAddresses: config.outboundAllowPrivate ? 'allowed' : 'refused',
+    metrics: config.metricsToken ? 'token required' : 'open (set METRICS_TOKEN)',
+    shutdownGraceSeconds: config.shutdownGraceMs / 1000,
+  };
+}
+
+/** The same facts as lines for a person at a terminal. */
+export function startupBlock(facts: StartupFacts): string {
+  const lines = [
+    `Assistant Platform listening on ${facts.url}`,
+    `  API reference      ${facts.apiReference}`,
+    `  database           ${facts.database}; search on ${facts.search}`,
+    `  providers          ${facts.providers.length > 0 ? facts.providers.join('; ') : 'none configured'}`,
+    `  offline stand-ins  ${facts.offline.length > 0 ? `${facts.offline.join('; ')} (the dev providers: no network, not real speech or answers)` : 'none'}`,
+    `  carrier            ${facts.carrier}`,
+    `  admin routes       ${facts.adminRoutes}`,
+    `  private addresses  ${facts.outboundPrivateAddresses} for tools, webhooks and crawling`,
+    `  metrics            ${facts.metrics}`,
+    `  stopping           SIGTERM or Ctrl-C: live calls get ${facts.shutdownGraceSeconds} s to finish (SHUTDOWN_GRACE_SECONDS); a second signal ends them at once`,
+  ];
+  return `${lines.join('\n')}\n`;
+}
