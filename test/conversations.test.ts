@@ -1,8 +1,8 @@
 /**
  * Text conversations over HTTP with a local fake of an OpenAI-compatible API:
  * 1. create: variables merged over the assistant's and rendered into the initial message (unknown
- *    placeholders empty); history holds it; unknown assistant 404; `api` needs the owner's token;
- *    variables must be scalars; a malformed id is not found.
+ *    placeholders empty); history holds it; unknown assistant 404; `api` and `test` need the owner's
+ *    token; variables must be scalars; a malformed id is not found.
  * 2. a reply from the model; the system prompt carries the rendered variables; temperature passed.
  * 3. a mid-call tool round trip: the model calls it, the tool endpoint gets the arguments, the model
  *    gets the result, and history keeps {name, arguments, result}.
@@ -58,7 +58,7 @@ async function assistant(extra: Record<string, unknown> = {}, token = owner.toke
 }
 
 const start = (uuid: string, body: Record<string, unknown> = {}, token?: string) => api.request('POST', '/conversations', { token, body: { assistant_id: uuid, ...body } });
-const say = (id: string, message: string) => api.request('POST', `/conversations/${id}/messages`, { body: { message } });
+const say = (id: string, message: string, token?: string) => api.request('POST', `/conversations/${id}/messages`, { token, body: { message } });
 const balance = async (token = owner.token) => (await api.request('GET', '/user', { token })).body.data.balance as number;
 
 t.test('create and reply', async (t) => {
@@ -113,6 +113,9 @@ t.test('create and reply', async (t) => {
   t.equal((await start(bot.uuid, { type: 'api' })).status, 422, 'api type needs the owner token');
   t.equal((await start(bot.uuid, { type: 'api' }, stranger.token)).status, 422);
   t.match((await start(bot.uuid, { type: 'api' }, owner.token)).body, { status: true });
+  t.same((await start(bot.uuid, { type: 'test' })).body.errors, { type: ['The test type needs the API key or session token of the assistant owner.'] }, 'test type needs the owner token');
+  t.equal((await start(bot.uuid, { type: 'test' }, stranger.token)).status, 422);
+  t.match((await start(bot.uuid, { type: 'test' }, owner.token)).body, { status: true });
 });
 
 t.test('a mid-call tool round trip', async (t) => {
@@ -207,9 +210,9 @@ t.test('billing under concurrency and insufficient balance', async (t) => {
   const bot = await assistant({}, poor.token);
   const refused = await start(bot.uuid);
   t.same([refused.status, refused.body], [402, { status: false, error: 'Insufficient balance. Please top up your account.' }]);
-  const test = await start(bot.uuid, { type: 'test' });
+  const test = await start(bot.uuid, { type: 'test' }, poor.token);
   t.equal(test.status, 200, 'test conversations are free');
-  t.equal((await say(test.body.conversation_id, 'hi')).status, 200);
+  t.equal((await say(test.body.conversation_id, 'hi', poor.token)).status, 200);
 
   await api.credit(poor.id, 0.1);
   const conversations = await Promise.all(Array.from({ length: 10 }, async () => (await start(bot.uuid)).body.conversation_id as string));
@@ -349,7 +352,7 @@ t.test('listing', async (t) => {
   await api.credit(lister.id, 5);
   const a = await assistant({}, lister.token);
   const b = await assistant({ name: 'Other bot' }, lister.token);
-  const ids = [(await start(a.uuid, { type: 'test' })).body.conversation_id, (await start(a.uuid)).body.conversation_id, (await start(b.uuid)).body.conversation_id];
+  const ids = [(await start(a.uuid, { type: 'test' }, lister.token)).body.conversation_id, (await start(a.uuid)).body.conversation_id, (await start(b.uuid)).body.conversation_id];
   fake.scriptChat({ text: 'ok' });
   await say(ids[1]!, 'hello');
   const all = await api.request('GET', '/user/conversations', { token: lister.token });

@@ -31,7 +31,7 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       auth: 'optional',
       family: 'conversation',
       tag,
-      summary: 'Start a conversation with an assistant (by its UUID); public, rate limited',
+      summary: "Start a conversation with an assistant (by its UUID): widget is public and charged, test and api need the owner's token; rate limited",
       requestSchema: createConversationSchema.schema,
       async handler(req) {
         limit(limits.perIp, clientKey(req));

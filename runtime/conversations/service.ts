@@ -44,6 +44,9 @@ export function listItem(row: ConversationListRow) {
   };
 }
 
+/** Types a visitor cannot start: `test` is free to the caller and `api` is the owner's integration. */
+const OWNER_ONLY_TYPES: ReadonlySet<ConversationType> = new Set(['test', 'api']);
+
 export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
   async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantWithTools }> {
     const conversation = isUuid(id) ? await findConversation(pool, id) : null;
@@ -55,14 +58,15 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
 
   return {
     /**
-     * Starts a conversation with the assistant of `assistantUuid`. `api` conversations need the
-     * owner's token; charged types need a balance of at least one message.
+     * Starts a conversation with the assistant of `assistantUuid`. `test` (free) and `api`
+     * conversations need the owner's token; `widget` ones are public and charged. Charged types need
+     * a balance of at least one message.
      */
     async create(input: { assistantUuid: string; type: ConversationType; variables: Record<string, unknown>; callerId: number | undefined }) {
       const assistant = await findAssistantByUuid(pool, input.assistantUuid);
       if (!assistant) throw new PlatformError('assistant_not_found');
-      if (input.type === 'api' && input.callerId !== assistant.user_id) {
-        throw ValidationError.field('type', 'The api type needs the API key or session token of the assistant owner.');
+      if (OWNER_ONLY_TYPES.has(input.type) && input.callerId !== assistant.user_id) {
+        throw ValidationError.field('type', `The ${input.type} type needs the API key or session token of the assistant owner.`);
       }
       const price = prices.conversationMessage[input.type];
       if (price > 0 && (await userBalance(pool, assistant.user_id)) < price) throw new PlatformError('insufficient_balance');
