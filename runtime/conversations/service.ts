@@ -6,6 +6,7 @@ import { prices, type ConversationType } from '../prices.js';
 import { isUuid } from '../../schemas/rules.js';
 import { datetime } from '../time.js';
 import { failureReason, renderTemplate, type ConversationEngine } from './engine.js';
+import type { TurnResult } from './machine.js';
 import { userBalance } from '../users/repository.js';
 import {
   findConversation,
@@ -26,8 +27,20 @@ export interface HistoryMessage {
   function_calls?: MessageRow['function_calls'];
 }
 
-export function historyOf(rows: readonly MessageRow[]): HistoryMessage[] {
-  return rows.map((row) => ({ role: row.role, content: row.content, ...(row.function_calls?.length ? { function_calls: row.function_calls } : {}) }));
+/**
+ * Who reads a conversation. Its owner (the caller's token names the assistant's user) sees the
+ * function calls of each reply, with their arguments and results, and why a reply failed; anyone
+ * else, a visitor, sees the user's and the assistant's words only and a generic failure (the
+ * reason goes to the log). The widget socket is always a visitor's (see `visitorEvent`).
+ */
+export type Reader = 'owner' | 'visitor';
+
+function readerOf(conversation: ConversationRow, callerId: number | undefined): Reader {
+  return callerId !== undefined && callerId === conversation.user_id ? 'owner' : 'visitor';
+}
+
+export function historyOf(rows: readonly MessageRow[], reader: Reader): HistoryMessage[] {
+  return rows.map((row) => ({ role: row.role, content: row.content, ...(reader === 'owner' && row.function_calls?.length ? { function_calls: row.function_calls } : {}) }));
 }
 
 export function listItem(row: ConversationListRow) {
@@ -82,24 +95,31 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
     },
 
     /**
+     * Answers a message; `callerId` is the user whose token came with it (see `Reader`): a visitor's
+     * reply has `function_calls: []` (the key kept, so clients reading it need no change).
      * @throws PlatformError `conversation_not_found`, `assistant_not_found`, `insufficient_balance`,
-     *   `provider_failed` (502, "Failed to process message: <reason>"; the user message is kept, the charge refunded).
+     *   `provider_failed` (502; the user message is kept, the charge refunded): "Failed to process
+     *   message: <reason>" to the owner, the registry's generic message to a visitor. The reason
+     *   is logged either way.
      */
-    async send(id: string, text: string) {
+    async send(id: string, text: string, callerId?: number): Promise<TurnResult> {
       const { conversation, assistant } = await conversationAndAssistant(id);
+      const reader = readerOf(conversation, callerId);
       try {
-        return await engine.send(conversation, assistant, text);
+        const reply = await engine.send(conversation, assistant, text);
+        return reader === 'owner' ? reply : { message: reply.message, function_calls: [] };
       } catch (error) {
         if (error instanceof PlatformError) throw error;
-        logger.warn({ err: error, conversationId: id }, 'reply failed');
-        throw new PlatformError('provider_failed', { message: `Failed to process message: ${failureReason(error)}`, cause: error });
+        logger.warn({ err: error, conversationId: conversation.id, assistantId: assistant.id, userId: conversation.user_id }, 'reply failed');
+        throw new PlatformError('provider_failed', { message: reader === 'owner' ? `Failed to process message: ${failureReason(error)}` : undefined, cause: error });
       }
     },
 
-    async history(id: string): Promise<HistoryMessage[]> {
+    /** The messages in order; function calls only for the owner (see `Reader`). */
+    async history(id: string, callerId?: number): Promise<HistoryMessage[]> {
       const conversation = isUuid(id) ? await findConversation(pool, id) : null;
       if (!conversation) throw new PlatformError('conversation_not_found');
-      return historyOf(await listMessages(pool, id));
+      return historyOf(await listMessages(pool, id), readerOf(conversation, callerId));
     },
 
     /** Checks a conversation exists (for sockets); returns it. */
