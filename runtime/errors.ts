@@ -22,7 +22,8 @@ export const errorRegistry = {
   conversation_not_found: { status: 404, message: 'Conversation not found' },
   call_not_found: { status: 404, message: 'Call not found' },
   webhook_delivery_not_found: { status: 404, message: 'Webhook delivery not found.' },
-  provider_failed: { status: 502, message: 'Failed to process message.' },
+  /** What a visitor is told; the conversation's owner is told the reason ("Failed to process message: <reason>"). */
+  provider_failed: { status: 502, message: 'The assistant is not available right now.' },
   tool_limit_reached: { status: 403, message: 'You have reached the maximum of mid-call tools allowed on your plan. Please upgrade your plan to create more.' },
   method_not_allowed: { status: 405, message: 'Method not allowed.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },

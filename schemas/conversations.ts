@@ -4,7 +4,7 @@ import { compileSchema } from './validator.js';
 
 export const createConversationSchema = compileSchema<{ assistant_id: string; type?: 'widget' | 'test' | 'api'; variables?: Record<string, unknown> }>({
   assistant_id: uuid({ description: 'The assistant UUID' }),
-  type: oneOf(['widget', 'test', 'api'], { optional: true, description: 'widget (default, charged), test (free), api (owner token; charged)' }),
+  type: oneOf(['widget', 'test', 'api'], { optional: true, description: 'widget (default, public, charged), test (owner token; free), api (owner token; charged)' }),
   variables: record({ optional: true }),
 });
 

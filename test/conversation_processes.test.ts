@@ -19,7 +19,7 @@ t.test('turns of one conversation on two processes run one after the other, on t
   const b = await startTestPlatform(t, config);
   const owner = await a.user();
   const bot = await a.assistant(owner.token, { llm_model_id: 1, initial_message: 'Hello.' });
-  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const id = (await a.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const say = (process: typeof a, message: string) => process.request('POST', `/conversations/${id}/messages`, { body: { message } });
   const asked = (n: number) => fake.requests.filter((r) => r.path.includes('chat'))[n]!.body.messages.slice(1).map((m: { content: string }) => m.content);
 
@@ -51,7 +51,7 @@ t.test('a turn longer than its lease keeps the conversation: the lease is renewe
   const b = await startTestPlatform(t, config, { conversationTurnLeaseSeconds: 0.3 });
   const owner = await a.user();
   const bot = await a.assistant(owner.token, { llm_model_id: 1, initial_message: 'Hello.' });
-  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const id = (await a.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const chats = () => fake.requests.filter((r) => r.path.includes('chat'));
   let release!: () => void;
   fake.scriptChat({ text: 'Slow answer.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Next answer.' });
@@ -73,7 +73,7 @@ t.test("sockets on either process get each stored message once, whichever proces
   const b = await startTestPlatform(t, { databaseUrl });
   const owner = await a.user();
   const bot = await a.assistant(owner.token, { initial_message: 'Hello.' });
-  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const id = (await a.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const listen = async (process: typeof a) => {
     const socket = await opened(t, new WebSocket(`${process.origin.replace('http', 'ws')}/ws/conversations/${id}`));
     const messages: string[] = [];
@@ -116,7 +116,7 @@ t.test('a message that commits after a later one is still sent to the sockets', 
   const a = await startTestPlatform(t, { databaseUrl });
   const owner = await a.user();
   const bot = await a.assistant(owner.token, { initial_message: 'Hello.' });
-  const id = (await a.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const id = (await a.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const socket = await opened(t, new WebSocket(`${a.origin.replace('http', 'ws')}/ws/conversations/${id}`));
   const messages: string[] = [];
   socket.on('message', (data) => {

@@ -2,9 +2,9 @@
  * The realtime widget socket:
  * 1. two sockets on one conversation both receive the streamed reply (deltas, then the stored
  *    user and assistant messages), whether the message came over a socket or over REST.
- * 2. function calls are streamed as their own frames.
+ * 2. function calls are not streamed (the socket is public): the reply's message carries none.
  * 3. malformed frames (not JSON, unknown type, empty text, binary) get an error frame and the
- *    socket stays usable; a failure of the reply is an error frame too.
+ *    socket stays usable; a failure of the reply is an error frame too, with the generic message.
  * 4. an unknown conversation is closed at once with 4404, whatever was sent meanwhile;
  * 5. a message sent right after opening, before the conversation is found, is answered;
  * 6. sockets closed as soon as they open, before their conversation is found, leave the counts;
@@ -76,16 +76,17 @@ t.test('two sockets receive the stream', async (t) => {
   t.match(await b.next((f) => f.type === 'message' && f.content === 'Via REST.'), { role: 'assistant' }, 'REST messages stream to sockets too');
 });
 
-t.test('function calls stream as frames', async (t) => {
+t.test('function calls are not streamed', async (t) => {
   const tool = await api.request('POST', '/user/tools', { token: owner.token, body: { name: 'lookup', description: 'Look up', endpoint: 'http://127.0.0.1:9/lookup', method: 'POST' } });
   await api.request('PUT', `/user/assistant/${bot.id}`, { token: owner.token, body: { tool_ids: [tool.body.data.id] } });
   const id = await conversation();
   const client = await connect(id);
   fake.scriptChat({ toolCalls: [{ name: 'lookup', arguments: {} }] }, { text: 'The lookup failed.' });
   client.socket.send(JSON.stringify({ type: 'message', text: 'look it up' }));
-  const call = await client.next((f) => f.type === 'function_call');
-  t.match(call, { name: 'lookup', arguments: {}, result: { error: /private or reserved/ } }, 'the guard refused the loopback endpoint; the model was told');
-  t.match(await client.next((f) => f.type === 'message' && f.role === 'assistant'), { content: 'The lookup failed.', function_calls: [{ name: 'lookup' }] });
+  t.same(await client.next((f) => f.type === 'message' && f.role === 'assistant'), { type: 'message', role: 'assistant', content: 'The lookup failed.', function_calls: [] });
+  t.notOk(client.frames.some((f) => f.type === 'function_call'), 'no function_call frame');
+  const own = (await api.request('GET', `/conversations/${id}`, { token: owner.token })).body.history.at(-1);
+  t.match(own.function_calls, [{ name: 'lookup', arguments: {}, result: { error: /private or reserved/ } }], 'the guard refused the loopback endpoint; the model was told, and the owner sees it');
 });
 
 t.test('bad frames and failures are error frames', async (t) => {
@@ -108,7 +109,7 @@ t.test('bad frames and failures are error frames', async (t) => {
 
   fake.scriptChat({ status: 500 }, { status: 500 });
   client.socket.send(JSON.stringify({ type: 'message', text: 'anyone?' }));
-  t.match(await client.next((f) => f.type === 'error' && /Failed to process message/.test(f.error)), { type: 'error' });
+  t.same(await client.next((f) => f.type === 'error' && !/JSON|frame|text/.test(f.error)), { type: 'error', error: 'The assistant is not available right now.' });
   fake.scriptChat({ text: 'Still here.' });
   client.socket.send(JSON.stringify({ type: 'message', text: 'and now?' }));
   t.match(await client.next((f) => f.type === 'message' && f.content === 'Still here.'), { role: 'assistant' }, 'the socket stays usable');

@@ -36,7 +36,7 @@ async function open(id: string): Promise<{ socket: WebSocket; reply(text: string
 
 t.test('three conversations from one address, four messages each, over sockets', async (t) => {
   const ids: string[] = [];
-  for (let i = 0; i < 3; i++) ids.push((await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id);
+  for (let i = 0; i < 3; i++) ids.push((await api.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id);
   const sockets = await Promise.all(ids.map(open));
   for (let round = 0; round < 4; round++) {
     for (const socket of sockets) t.match(await socket.reply(`Message ${round}`), { type: 'message', role: 'assistant' });
@@ -44,7 +44,7 @@ t.test('three conversations from one address, four messages each, over sockets',
 });
 
 t.test('at most 16 sockets on one conversation; every one of them gets each event', async (t) => {
-  const id = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const id = (await api.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const widgetSockets = async () => Number(/^open_sockets\{kind="widget"\} (\d+)$/m.exec(String((await api.request('GET', '//metrics')).body))?.[1] ?? 0);
   const elsewhere = await widgetSockets();
   let tabs: Array<Awaited<ReturnType<typeof open>>> = [];
@@ -95,7 +95,7 @@ t.test('at most 16 sockets on one conversation; every one of them gets each even
 });
 
 t.test('upgrades take from the per-IP budget', async (t) => {
-  const id = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const id = (await api.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const statuses: number[] = [];
   for (let i = 0; i < 80 && !statuses.includes(429); i++) {
     statuses.push(
@@ -115,7 +115,7 @@ t.test('sockets refused as one too many are not counted: after a burst, the conv
   const fresh = await startTestPlatform(t);
   const owner = await fresh.user();
   const bot = await fresh.assistant(owner.token);
-  const id = (await fresh.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
+  const id = (await fresh.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
   const connect = (path: string) =>
     new Promise<{ socket: WebSocket; open: boolean }>((resolve) => {
       const socket = new WebSocket(`${fresh.origin.replace('http', 'ws')}/ws/conversations/${path}`);

@@ -1,14 +1,16 @@
 /**
  * Text conversations over HTTP with a local fake of an OpenAI-compatible API:
  * 1. create: variables merged over the assistant's and rendered into the initial message (unknown
- *    placeholders empty); history holds it; unknown assistant 404; `api` needs the owner's token;
- *    variables must be scalars; a malformed id is not found.
+ *    placeholders empty); history holds it; unknown assistant 404; `api` and `test` need the owner's
+ *    token; variables must be scalars; a malformed id is not found.
  * 2. a reply from the model; the system prompt carries the rendered variables; temperature passed.
  * 3. a mid-call tool round trip: the model calls it, the tool endpoint gets the arguments, the model
- *    gets the result, and history keeps {name, arguments, result}.
+ *    gets the result, and history keeps {name, arguments, result} (the owner's view; visitors see
+ *    none, see public_surface.test.ts).
  * 4. billing: 0.01 per widget message, test free; insufficient balance 402 on create and on send;
  *    10 concurrent messages on separate conversations with 0.05 -> exactly 5 answered.
- * 5. provider failure: 502 "Failed to process message: ...", the user message kept, nothing charged.
+ * 5. provider failure: 502, "Failed to process message: <reason>" to the owner and the generic
+ *    message to a visitor; the user message kept, nothing charged.
  * 6. AI off: messages stored and charged, reply null.
  * 7. messages on one conversation are answered strictly in order.
  * 8. knowledge in function_call and prompt modes (dev model).
@@ -58,7 +60,9 @@ async function assistant(extra: Record<string, unknown> = {}, token = owner.toke
 }
 
 const start = (uuid: string, body: Record<string, unknown> = {}, token?: string) => api.request('POST', '/conversations', { token, body: { assistant_id: uuid, ...body } });
-const say = (id: string, message: string) => api.request('POST', `/conversations/${id}/messages`, { body: { message } });
+const say = (id: string, message: string, token?: string) => api.request('POST', `/conversations/${id}/messages`, { token, body: { message } });
+/** The owner's view of a conversation's history (with function calls). */
+const ownerHistory = async (id: string) => (await api.request('GET', `/conversations/${id}`, { token: owner.token })).body.history;
 const balance = async (token = owner.token) => (await api.request('GET', '/user', { token })).body.data.balance as number;
 
 t.test('create and reply', async (t) => {
@@ -113,6 +117,9 @@ t.test('create and reply', async (t) => {
   t.equal((await start(bot.uuid, { type: 'api' })).status, 422, 'api type needs the owner token');
   t.equal((await start(bot.uuid, { type: 'api' }, stranger.token)).status, 422);
   t.match((await start(bot.uuid, { type: 'api' }, owner.token)).body, { status: true });
+  t.same((await start(bot.uuid, { type: 'test' })).body.errors, { type: ['The test type needs the API key or session token of the assistant owner.'] }, 'test type needs the owner token');
+  t.equal((await start(bot.uuid, { type: 'test' }, stranger.token)).status, 422);
+  t.match((await start(bot.uuid, { type: 'test' }, owner.token)).body, { status: true });
 });
 
 t.test('a mid-call tool round trip', async (t) => {
@@ -128,7 +135,7 @@ t.test('a mid-call tool round trip', async (t) => {
   const bot = await assistant({ tool_ids: [tool.body.data.id] });
   const conversation = (await start(bot.uuid)).body.conversation_id;
   fake.scriptChat({ toolCalls: [{ name: 'check_order', arguments: { order_id: 'A-17' } }] }, { text: 'Your order A-17 has shipped.' });
-  const reply = await say(conversation, 'Where is my order A-17?');
+  const reply = await say(conversation, 'Where is my order A-17?', owner.token);
   t.same(reply.body, { status: true, message: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }] });
   t.same(calls, ['/orders?order_id=A-17']);
   const first = fake.requests.at(-2)!.body;
@@ -136,8 +143,8 @@ t.test('a mid-call tool round trip', async (t) => {
   const second = fake.requests.at(-1)!.body.messages.slice(-2);
   t.match(second[0], { role: 'assistant', tool_calls: [{ id: 'call_0_check_order', function: { name: 'check_order', arguments: '{"order_id":"A-17"}' } }] });
   t.same(second[1], { role: 'tool', tool_call_id: 'call_0_check_order', content: '{"order":"A-17","status":"shipped"}' });
-  const history = (await api.request('GET', `/conversations/${conversation}`)).body.history;
-  t.same(history.at(-1), { role: 'assistant', content: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }] });
+  t.same((await ownerHistory(conversation)).at(-1), { role: 'assistant', content: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }] });
+  t.same((await api.request('GET', `/conversations/${conversation}`)).body.history.at(-1), { role: 'assistant', content: 'Your order A-17 has shipped.' }, 'a visitor reads the words only');
 });
 
 t.test('a null character from the model or a tool is stored replaced, and the reply is kept', async (t) => {
@@ -151,12 +158,11 @@ t.test('a null character from the model or a tool is stored replaced, and the re
   fake.scriptChat({ toolCalls: [{ name: 'odd_lookup', arguments: {} }] }, { text: 'Odd\u0000answer.' });
   const reply = await say(conversation, 'Anything odd?');
   t.equal(reply.status, 200);
-  const history = (await api.request('GET', `/conversations/${conversation}`)).body.history;
-  t.same(history.at(-1), { role: 'assistant', content: 'Odd\uFFFDanswer.', function_calls: [{ name: 'odd_lookup', arguments: {}, result: { note: 'a\uFFFDb' } }] });
+  t.same((await ownerHistory(conversation)).at(-1), { role: 'assistant', content: 'Odd\uFFFDanswer.', function_calls: [{ name: 'odd_lookup', arguments: {}, result: { note: 'a\uFFFDb' } }] });
 
   site.route('/nul', () => ({ type: 'application/json', body: '[1, 2]' }));
   fake.scriptChat({ toolCalls: [{ name: 'odd_lookup', arguments: {} }] }, { text: 'Two items.' });
-  t.same((await say(conversation, 'And a list?')).body.function_calls, [{ name: 'odd_lookup', arguments: {}, result: { value: [1, 2] } }], 'a result that is no object is wrapped in one');
+  t.same((await say(conversation, 'And a list?', owner.token)).body.function_calls, [{ name: 'odd_lookup', arguments: {}, result: { value: [1, 2] } }], 'a result that is no object is wrapped in one');
 });
 
 t.test('a live conversation follows changes to its assistant and its tools', async (t) => {
@@ -194,7 +200,7 @@ t.test('a tool removed during a turn is not called by it', async (t) => {
   const conversation = (await start(bot.uuid)).body.conversation_id;
   let release!: () => void;
   fake.scriptChat({ toolCalls: [{ name: 'secret_lookup', arguments: {} }], heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Done.' });
-  const reply = say(conversation, 'Look it up');
+  const reply = say(conversation, 'Look it up', owner.token);
   while (!fake.requests.some((r) => r.body.messages?.at(-1)?.content === 'Look it up')) await new Promise((resolve) => setImmediate(resolve));
   t.equal((await api.request('DELETE', `/user/tools/${tool.body.data.id}`, { token: owner.token })).status, 200);
   release();
@@ -207,9 +213,9 @@ t.test('billing under concurrency and insufficient balance', async (t) => {
   const bot = await assistant({}, poor.token);
   const refused = await start(bot.uuid);
   t.same([refused.status, refused.body], [402, { status: false, error: 'Insufficient balance. Please top up your account.' }]);
-  const test = await start(bot.uuid, { type: 'test' });
+  const test = await start(bot.uuid, { type: 'test' }, poor.token);
   t.equal(test.status, 200, 'test conversations are free');
-  t.equal((await say(test.body.conversation_id, 'hi')).status, 200);
+  t.equal((await say(test.body.conversation_id, 'hi', poor.token)).status, 200);
 
   await api.credit(poor.id, 0.1);
   const conversations = await Promise.all(Array.from({ length: 10 }, async () => (await start(bot.uuid)).body.conversation_id as string));
@@ -230,13 +236,15 @@ t.test('provider failure keeps the message and charges nothing', async (t) => {
   const before = await balance();
   fake.scriptChat({ status: 500 }, { status: 500 });
   const failed = await say(conversation, 'Are you there?');
-  t.equal(failed.status, 502);
-  t.match(failed.body, { status: false, error: /^Failed to process message: / });
+  t.same([failed.status, failed.body], [502, { status: false, error: 'The assistant is not available right now.' }], 'a visitor reads the generic message');
+  fake.scriptChat({ status: 500 }, { status: 500 });
+  const told = await say(conversation, 'Still there?', owner.token);
+  t.same([told.status, told.body], [502, { status: false, error: 'Failed to process message: the model provider answered 500' }], 'the owner reads the reason');
   t.equal(await balance(), before, 'nothing charged');
   const history = (await api.request('GET', `/conversations/${conversation}`)).body.history;
-  t.same(history.at(-1), { role: 'user', content: 'Are you there?' }, 'the user message is kept');
+  t.same(history.slice(-2), [{ role: 'user', content: 'Are you there?' }, { role: 'user', content: 'Still there?' }], 'the user messages are kept');
   const list = (await api.request('GET', '/user/conversations', { token: owner.token })).body.data.find((c: { id: string }) => c.id === conversation);
-  t.match(list, { total_cost: 0, message_count: 2 });
+  t.match(list, { total_cost: 0, message_count: 3 });
   fake.scriptChat({ text: 'Back again.' });
   t.equal((await say(conversation, 'Hello?')).body.message, 'Back again.', 'the conversation goes on');
 });
@@ -319,7 +327,7 @@ t.test('knowledge in both modes with the dev model', async (t) => {
   const devModel = 6;
   const functionMode = await assistant({ llm_model_id: devModel, knowledgebase_id: kb, knowledgebase_mode: 'function_call' });
   const c1 = (await start(functionMode.uuid)).body.conversation_id;
-  const r1 = await say(c1, 'How many days do I have for returns?');
+  const r1 = await say(c1, 'How many days do I have for returns?', owner.token);
   t.equal(r1.body.function_calls[0].name, 'search_knowledgebase');
   t.match(r1.body.function_calls[0].result.passages[0].content, /30 days/);
   t.match(r1.body.message, /30 days/);
@@ -349,7 +357,7 @@ t.test('listing', async (t) => {
   await api.credit(lister.id, 5);
   const a = await assistant({}, lister.token);
   const b = await assistant({ name: 'Other bot' }, lister.token);
-  const ids = [(await start(a.uuid, { type: 'test' })).body.conversation_id, (await start(a.uuid)).body.conversation_id, (await start(b.uuid)).body.conversation_id];
+  const ids = [(await start(a.uuid, { type: 'test' }, lister.token)).body.conversation_id, (await start(a.uuid)).body.conversation_id, (await start(b.uuid)).body.conversation_id];
   fake.scriptChat({ text: 'ok' });
   await say(ids[1]!, 'hello');
   const all = await api.request('GET', '/user/conversations', { token: lister.token });

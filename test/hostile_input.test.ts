@@ -29,7 +29,7 @@ const tool = {
   schema: [{ name: 'order_id', type: 'string', description: 'The order id' }],
 };
 const toolId = (await api.request('POST', '/user/tools', { token: owner.token, body: tool })).body.data.id as number;
-const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: assistant.uuid, type: 'test' } })).body.conversation_id as string;
+const conversation = (await api.request('POST', '/conversations', { token: owner.token, body: { assistant_id: assistant.uuid, type: 'test' } })).body.conversation_id as string;
 
 /** A valid body per operation, so a hostile field is the only thing wrong with it. */
 const validBodies: Record<string, Record<string, unknown>> = {

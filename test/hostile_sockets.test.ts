@@ -72,7 +72,7 @@ t.test('the web call socket', async (t) => {
 
 t.test('the chat socket', async (t) => {
   const s = await voiceSetup(t);
-  const conversation = (await s.api.request('POST', '/conversations', { body: { assistant_id: s.assistantUuid, type: 'test' } })).body.conversation_id as string;
+  const conversation = (await s.api.request('POST', '/conversations', { token: s.token, body: { assistant_id: s.assistantUuid, type: 'test' } })).body.conversation_id as string;
   const socket = new WebSocket(`${s.api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`);
   const frames: Array<{ type: string }> = [];
   socket.on('message', (data) => frames.push(JSON.parse(data.toString())));

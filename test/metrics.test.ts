@@ -14,7 +14,7 @@ t.test('metrics', async (t) => {
   await api.credit(user.id, 2);
   await api.request('POST', `/admin/users/${user.id}/balance`, { token: ADMIN_TOKEN, body: { amount: -0.5, reason: 'test debit' } });
   const bot = await api.assistant(user.token);
-  const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id;
+  const conversation = (await api.request('POST', '/conversations', { token: user.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id;
   await api.request('POST', `/conversations/${conversation}/messages`, { body: { message: 'hello' } });
   const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`);
   await new Promise((resolve) => socket.once('open', resolve));

@@ -31,7 +31,7 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       auth: 'optional',
       family: 'conversation',
       tag,
-      summary: 'Start a conversation with an assistant (by its UUID); public, rate limited',
+      summary: "Start a conversation with an assistant (by its UUID): widget is public and charged, test and api need the owner's token; rate limited",
       requestSchema: createConversationSchema.schema,
       async handler(req) {
         limit(limits.perIp, clientKey(req));
@@ -43,30 +43,30 @@ export function conversationRoutes(conversations: ConversationService, limits: C
     {
       method: 'POST',
       path: '/api/conversations/:id/messages',
-      auth: 'none',
+      auth: 'optional',
       family: 'conversation',
       tag,
-      summary: 'Send a message and receive the reply (messages of a conversation are answered in order)',
+      summary: "Send a message and receive the reply, in order; function calls and why a reply failed only with the owner's token",
       requestSchema: sendMessageSchema.schema,
       async handler(req) {
         limit(limits.perIp, clientKey(req));
         const id = req.params.id!;
         limit(limits.perConversation, `conversation:${id}`);
         const { message } = sendMessageSchema(req.body);
-        const reply = await conversations.send(id, message);
+        const reply = await conversations.send(id, message, req.principal?.userId);
         return json(200, { status: true, message: reply.message, function_calls: reply.function_calls });
       },
     },
     {
       method: 'GET',
       path: '/api/conversations/:id',
-      auth: 'none',
+      auth: 'optional',
       family: 'conversation',
       tag,
-      summary: 'The history of a conversation, in order',
+      summary: "The history of a conversation, in order; function calls only with the owner's token",
       async handler(req) {
         limit(limits.perIp, clientKey(req));
-        return json(200, { status: true, history: await conversations.history(req.params.id!) });
+        return json(200, { status: true, history: await conversations.history(req.params.id!, req.principal?.userId) });
       },
     },
     {

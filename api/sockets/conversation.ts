@@ -1,5 +1,5 @@
 import type uWS from 'uWebSockets.js';
-import type { ConversationEngine, ConversationEvent } from '../../runtime/conversations/engine.js';
+import { visitorEvent, type ConversationEngine, type ConversationEvent } from '../../runtime/conversations/engine.js';
 import type { ConversationService } from '../../runtime/conversations/service.js';
 import { PlatformError, ValidationError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -10,9 +10,10 @@ import { guarded } from './guard.js';
 /**
  * The realtime widget socket, `GET /ws/conversations/{uuid}`. Clients send
  * `{type: "message", text}`; every socket on the conversation receives the reply as it streams:
- * `{type: "delta", text}`, `{type: "function_call", name, arguments, result}`, and
- * `{type: "message", role, content, function_calls}` for each stored message; failures and bad
- * frames get `{type: "error", error}` and the socket stays open. Too many upgrades (per client
+ * `{type: "delta", text}`, and `{type: "message", role, content, function_calls: []}` for each
+ * stored message; failures and bad frames get `{type: "error", error}` and the socket stays open.
+ * The socket is public, a visitor's view (`visitorEvent`): no function calls, and a reply that
+ * fails says the registry's generic message (the reason is logged). Too many upgrades (per client
  * address, or sockets on the conversation) are refused with 429; a conversation that does not exist
  * is closed at once with 4404 (1011 when it could not be looked up), and one that sends more than 8
  * frames before its conversation is found with 1008.
@@ -52,15 +53,16 @@ const MAX_FRAME = 16 * 1024;
 export const MAX_SOCKETS_PER_CONVERSATION = 16;
 const TOO_MANY_SOCKETS = 'Too many connections to this conversation. Close one and try again.';
 
-/** Each event once as JSON, however many sockets it goes to. */
+/** Each event once as a visitor's JSON frame (empty: not shown), however many sockets it goes to. */
 const serialized = new WeakMap<ConversationEvent, string>();
-function frameOf(event: ConversationEvent): string {
+function frameOf(event: ConversationEvent): string | undefined {
   let text = serialized.get(event);
   if (text === undefined) {
-    text = JSON.stringify(event);
+    const shown = visitorEvent(event);
+    text = shown ? JSON.stringify(shown) : '';
     serialized.set(event, text);
   }
-  return text;
+  return text || undefined;
 }
 
 export function conversationSocket(
@@ -180,7 +182,8 @@ export function conversationSocket(
             data.found = undefined;
             if (data.closed) return;
             data.stopEvents = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
-              if (!data.closed) ws.send(frameOf(event));
+              const frame = frameOf(event);
+              if (frame !== undefined && !data.closed) ws.send(frame);
             });
           }),
         (error: unknown) =>

@@ -46,6 +46,19 @@ export type ConversationEvent =
   | { type: 'message'; role: 'user' | 'assistant'; content: string; function_calls: TurnResult['function_calls'] }
   | { type: 'error'; error: string };
 
+/**
+ * An event as a visitor (anyone but the conversation's owner; the widget socket) may see it: the
+ * user's and the assistant's words, streamed or stored. Function calls, with their arguments and
+ * results (knowledge passages, the answers of the owner's endpoints), are the owner's alone: their
+ * events are not shown, and stored messages carry `function_calls: []`.
+ * @returns undefined for an event a visitor does not see.
+ */
+export function visitorEvent(event: ConversationEvent): ConversationEvent | undefined {
+  if (event.type === 'function_call') return undefined;
+  if (event.type === 'message' && event.function_calls.length > 0) return { ...event, function_calls: [] };
+  return event;
+}
+
 /** `{{name}}` placeholders replaced by the variables; unknown ones become empty text. */
 export function renderTemplate(template: string, variables: Record<string, unknown>): string {
   return template.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_, name: string) => {

@@ -6,6 +6,7 @@ import { prices, type ConversationType } from '../prices.js';
 import { isUuid } from '../../schemas/rules.js';
 import { datetime } from '../time.js';
 import { failureReason, renderTemplate, type ConversationEngine } from './engine.js';
+import type { TurnResult } from './machine.js';
 import { userBalance } from '../users/repository.js';
 import {
   findConversation,
@@ -26,8 +27,20 @@ export interface HistoryMessage {
   function_calls?: MessageRow['function_calls'];
 }
 
-export function historyOf(rows: readonly MessageRow[]): HistoryMessage[] {
-  return rows.map((row) => ({ role: row.role, content: row.content, ...(row.function_calls?.length ? { function_calls: row.function_calls } : {}) }));
+/**
+ * Who reads a conversation. Its owner (the caller's token names the assistant's user) sees the
+ * function calls of each reply, with their arguments and results, and why a reply failed; anyone
+ * else, a visitor, sees the user's and the assistant's words only and a generic failure (the
+ * reason goes to the log). The widget socket is always a visitor's (see `visitorEvent`).
+ */
+export type Reader = 'owner' | 'visitor';
+
+function readerOf(conversation: ConversationRow, callerId: number | undefined): Reader {
+  return callerId !== undefined && callerId === conversation.user_id ? 'owner' : 'visitor';
+}
+
+export function historyOf(rows: readonly MessageRow[], reader: Reader): HistoryMessage[] {
+  return rows.map((row) => ({ role: row.role, content: row.content, ...(reader === 'owner' && row.function_calls?.length ? { function_calls: row.function_calls } : {}) }));
 }
 
 export function listItem(row: ConversationListRow) {
@@ -44,6 +57,9 @@ export function listItem(row: ConversationListRow) {
   };
 }
 
+/** Types a visitor cannot start: `test` is free to the caller and `api` is the owner's integration. */
+const OWNER_ONLY_TYPES: ReadonlySet<ConversationType> = new Set(['test', 'api']);
+
 export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
   async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantWithTools }> {
     const conversation = isUuid(id) ? await findConversation(pool, id) : null;
@@ -55,14 +71,15 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
 
   return {
     /**
-     * Starts a conversation with the assistant of `assistantUuid`. `api` conversations need the
-     * owner's token; charged types need a balance of at least one message.
+     * Starts a conversation with the assistant of `assistantUuid`. `test` (free) and `api`
+     * conversations need the owner's token; `widget` ones are public and charged. Charged types need
+     * a balance of at least one message.
      */
     async create(input: { assistantUuid: string; type: ConversationType; variables: Record<string, unknown>; callerId: number | undefined }) {
       const assistant = await findAssistantByUuid(pool, input.assistantUuid);
       if (!assistant) throw new PlatformError('assistant_not_found');
-      if (input.type === 'api' && input.callerId !== assistant.user_id) {
-        throw ValidationError.field('type', 'The api type needs the API key or session token of the assistant owner.');
+      if (OWNER_ONLY_TYPES.has(input.type) && input.callerId !== assistant.user_id) {
+        throw ValidationError.field('type', `The ${input.type} type needs the API key or session token of the assistant owner.`);
       }
       const price = prices.conversationMessage[input.type];
       if (price > 0 && (await userBalance(pool, assistant.user_id)) < price) throw new PlatformError('insufficient_balance');
@@ -78,24 +95,31 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
     },
 
     /**
+     * Answers a message; `callerId` is the user whose token came with it (see `Reader`): a visitor's
+     * reply has `function_calls: []` (the key kept, so clients reading it need no change).
      * @throws PlatformError `conversation_not_found`, `assistant_not_found`, `insufficient_balance`,
-     *   `provider_failed` (502, "Failed to process message: <reason>"; the user message is kept, the charge refunded).
+     *   `provider_failed` (502; the user message is kept, the charge refunded): "Failed to process
+     *   message: <reason>" to the owner, the registry's generic message to a visitor. The reason
+     *   is logged either way.
      */
-    async send(id: string, text: string) {
+    async send(id: string, text: string, callerId?: number): Promise<TurnResult> {
       const { conversation, assistant } = await conversationAndAssistant(id);
+      const reader = readerOf(conversation, callerId);
       try {
-        return await engine.send(conversation, assistant, text);
+        const reply = await engine.send(conversation, assistant, text);
+        return reader === 'owner' ? reply : { message: reply.message, function_calls: [] };
       } catch (error) {
         if (error instanceof PlatformError) throw error;
-        logger.warn({ err: error, conversationId: id }, 'reply failed');
-        throw new PlatformError('provider_failed', { message: `Failed to process message: ${failureReason(error)}`, cause: error });
+        logger.warn({ err: error, conversationId: conversation.id, assistantId: assistant.id, userId: conversation.user_id }, 'reply failed');
+        throw new PlatformError('provider_failed', { message: reader === 'owner' ? `Failed to process message: ${failureReason(error)}` : undefined, cause: error });
       }
     },
 
-    async history(id: string): Promise<HistoryMessage[]> {
+    /** The messages in order; function calls only for the owner (see `Reader`). */
+    async history(id: string, callerId?: number): Promise<HistoryMessage[]> {
       const conversation = isUuid(id) ? await findConversation(pool, id) : null;
       if (!conversation) throw new PlatformError('conversation_not_found');
-      return historyOf(await listMessages(pool, id));
+      return historyOf(await listMessages(pool, id), readerOf(conversation, callerId));
     },
 
     /** Checks a conversation exists (for sockets); returns it. */
