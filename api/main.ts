@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig } from '../runtime/config.js';
+import { StartupError } from '../runtime/errors.js';
 import { createLogger } from '../runtime/logger.js';
 import { startPlatform } from './platform.js';
 
@@ -17,7 +18,8 @@ try {
 
 const logger = createLogger(config.logLevel);
 const platform = await startPlatform(config, logger).catch((error: unknown) => {
-  logger.fatal({ err: error }, 'start-up failed');
+  if (error instanceof StartupError) process.stderr.write(`${error.message}\n`);
+  else logger.fatal({ err: error }, 'start-up failed');
   process.exit(1);
 });
 

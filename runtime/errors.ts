@@ -81,3 +81,16 @@ export function summarize(errors: FieldErrors): string {
   if (more <= 0) return first;
   return `${first} (and ${more} more error${more === 1 ? '' : 's'})`;
 }
+
+/**
+ * A start-up refusal the operator resolves by changing something (a setting, a directory,
+ * another process): the message is one line saying what blocks and what to change, meant to be
+ * printed alone, without a stack trace.
+ */
+export class StartupError extends Error {
+  override readonly name = 'StartupError';
+
+  constructor(message: string, options: { readonly cause?: unknown } = {}) {
+    super(message, options);
+  }
+}
