@@ -3,8 +3,10 @@
  * 1. first start initialises PostgreSQL under DATA_DIR, migrates and serves.
  * 2. SIGTERM stops gracefully (exit 0) and stops the database; a second start keeps the data.
  * 3. a server killed outright leaves its database running; the next start takes over the cluster.
- * 4. migrations are recorded and applying them again changes nothing.
+ * 4. a process that exits without stopping its database (process.exit after a failure) asks it to stop.
+ * 5. migrations are recorded and applying them again changes nothing.
  */
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +14,7 @@ import t from 'tap';
 import { createLogger } from '../runtime/logger.js';
 import { loadMigrations, migrate } from '../runtime/store/migrate.js';
 import { freshDatabase, withClient } from './helpers/database.js';
-import { isRunning as alive, killLeftovers, postmasterPid as clusterPid, spawnServer, type ServerProcess } from './helpers/server_process.js';
+import { isRunning as alive, killLeftovers, postmasterPid as clusterPid, spawnServer, until, type ServerProcess } from './helpers/server_process.js';
 
 const dataDir = await mkdtemp(join(tmpdir(), 'ap-embedded-'));
 const started: number[] = [];
@@ -65,6 +67,30 @@ t.test('a killed server leaves a database the next start takes over', async (t) 
   t.equal(login.status, 200);
   second.child.kill('SIGTERM');
   t.equal(await exitCode(second), 0);
+});
+
+t.test('a process that exits without stopping its database takes it along', async (t) => {
+  const script = `
+    import { readFileSync } from 'node:fs';
+    import { createLogger } from './runtime/logger.ts';
+    import { startEmbeddedPostgres } from './runtime/store/embedded.ts';
+    await startEmbeddedPostgres({ directory: process.env.CLUSTER, logger: createLogger('silent') });
+    console.log(readFileSync(process.env.CLUSTER + '/postmaster.pid', 'utf8').split('\\n')[0]);
+    process.exit(3);
+  `;
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    env: { ...process.env, CLUSTER: join(dataDir, 'postgres') },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const code = await new Promise((resolve) => child.once('exit', resolve));
+  t.equal(code, 3);
+  const pid = Number(output.trim());
+  started.push(pid);
+  t.ok(pid > 0, 'the database had started');
+  await until('the abandoned database to stop', () => (alive(pid) ? undefined : true));
+  t.pass('it stopped');
 });
 
 t.test('migrations are recorded and idempotent', async (t) => {
