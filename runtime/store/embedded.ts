@@ -192,6 +192,7 @@ async function startOwned(options: EmbeddedPostgresOptions, ownership: Directory
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, LC_MESSAGES: 'C' },
   });
+  let serving = false;
   let stopping = false;
   let exited = false;
   // A process that exits without stop() (process.exit after a failure, an uncaught exception)
@@ -202,11 +203,12 @@ async function startOwned(options: EmbeddedPostgresOptions, ownership: Directory
     child.once('exit', (code, signal) => {
       exited = true;
       process.off('exit', abandon);
-      if (!stopping) logger.error({ code, signal }, 'embedded PostgreSQL exited');
+      if (serving && !stopping) logger.error({ code, signal }, 'embedded PostgreSQL exited');
       resolveExit();
     }),
   );
   await ready(child, exit, directory, logger);
+  serving = true;
   logger.info({ port, directory }, 'embedded PostgreSQL started');
 
   const urlFor = (database: string): string =>
