@@ -37,9 +37,19 @@ function stop(): void {
   );
 }
 
+/**
+ * One Ctrl-C under `npm start` arrives twice, a few milliseconds apart: from the terminal, and
+ * forwarded by npm. Signals closer together than this count as one.
+ */
+const SAME_SIGNAL_MS = 1_000;
+let lastSignalAt = -Infinity;
+
 // Taken before start-up, so a signal while the database starts still stops in order once it is up.
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
+    const now = performance.now();
+    if (now - lastSignalAt < SAME_SIGNAL_MS) return;
+    lastSignalAt = now;
     signals++;
     if (signals === 1) {
       logger.info({ signal, graceSeconds: config.shutdownGraceMs / 1000 }, 'shutting down: live calls may finish; send the signal again to end them now');

@@ -86,9 +86,14 @@ export function summarize(errors: FieldErrors): string {
 }
 
 /**
- * A start-up refusal the operator can act on (a port or data directory in use, a directory the
- * database cannot use): its message is the one line the entry point prints, without a stack.
+ * A start-up refusal the operator resolves by changing something (a setting, a directory,
+ * another process): the message is one line saying what blocks and what to change, meant to be
+ * printed alone, without a stack trace.
  */
 export class StartupError extends Error {
   override readonly name: string = 'StartupError';
+
+  constructor(message: string, options: { readonly cause?: unknown } = {}) {
+    super(message, options);
+  }
 }

