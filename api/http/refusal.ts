@@ -45,15 +45,19 @@ export interface OpenExchange {
 
 /**
  * Writes the rest of an answer after its status line and headers (inside the caller's `cork`):
- * `Connection: close`, `Date`, the JSON body with its length, all through `writeHeader` so the uWS
- * response stays open. The body ends with CRLF (JSON whitespace) so that the CRLF `writeHeader`
- * appends after the last value is the body's own last two bytes.
+ * `Connection: close`, `Date`, the body (JSON, or none) with its length, all through `writeHeader`
+ * so the uWS response stays open. A body ends with CRLF (JSON whitespace) so that the CRLF
+ * `writeHeader` appends after the last value is the body's own last two bytes.
  */
 export function writeAnswerLeavingOpen(res: uWS.HttpResponse, body: unknown, hasType: boolean): void {
-  const payload = `${JSON.stringify(body)}\r\n`;
-  if (!hasType) res.writeHeader('Content-Type', 'application/json');
   res.writeHeader('Connection', 'close');
   res.writeHeader('Date', new Date().toUTCString());
+  if (body === undefined) {
+    res.writeHeader('Content-Length', '0\r\n');
+    return;
+  }
+  const payload = `${JSON.stringify(body)}\r\n`;
+  if (!hasType) res.writeHeader('Content-Type', 'application/json');
   res.writeHeader('Content-Length', `${Buffer.byteLength(payload)}\r\n\r\n${payload.slice(0, -2)}`);
 }
 
