@@ -154,7 +154,7 @@ t.test('every operation that needs a token is 401 without one, or with a wrong o
   }
   t.ok(checked > 40, `${checked} operations`);
   const upload = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { raw: new Uint8Array(30 * 1024 * 1024), headers: { 'content-type': 'multipart/form-data; boundary=x' } });
-  t.same([upload.status, upload.body], [401, { message: 'Unauthenticated.' }], 'an anonymous upload over the size limit is refused as unauthenticated, unread');
+  t.same([upload.status, upload.body], [401, { message: 'Unauthenticated.' }], 'an anonymous upload over the size limit is refused as unauthenticated, its body not kept');
 });
 
 t.test('no hostile input gets a 500', async (t) => {

@@ -6,6 +6,7 @@ import { PlatformError, StartupError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { Principal } from '../../runtime/auth/service.js';
 import { parseJson, parseMultipart, parseQuery } from './body.js';
+import { BodyDrain, REFUSED_BODY_DRAIN, writeAnswerLeavingOpen, type DrainBound } from './refusal.js';
 import { clientAddress } from './params.js';
 import { errorResponse } from './errors.js';
 import type { Router } from './router.js';
@@ -36,6 +37,8 @@ export interface HttpServerOptions extends Partial<Routing> {
   /** Proxies whose X-Forwarded-For is believed for the client address (`TRUST_PROXY`). */
   readonly trustProxy?: number;
   readonly multipartBodyLimit: number;
+  /** How much of a refused body is still read after its answer. @defaultValue REFUSED_BODY_DRAIN */
+  readonly refusedBodyDrain?: DrainBound;
 }
 
 export interface HttpServer {
@@ -89,7 +92,16 @@ interface Exchange {
   readonly res: uWS.HttpResponse;
   /** Told when the client goes away (a streamed body waiting to write stops). */
   onAbort?: () => void;
+  /** Set once a refusal is answered while its body is still arriving: takes the rest of it. */
+  drain?: BodyDrain;
 }
+
+/**
+ * How a written answer leaves the connection: open for the next request, closed at once (the
+ * request's framing cannot be trusted), or closed once the rest of a refused body is read
+ * (`refusal.ts`).
+ */
+type Ending = 'reuse' | 'close' | 'drain';
 
 function writeHead(res: uWS.HttpResponse, requestId: string, response: ApiResponse): void {
   res.writeStatus(statusLine(response.status));
@@ -178,6 +190,10 @@ async function streamBody(exchange: Exchange, requestId: string, response: ApiRe
   }
 }
 
+function hasContentType(response: ApiResponse): boolean {
+  return Object.keys(response.headers ?? {}).some((name) => name.toLowerCase() === 'content-type');
+}
+
 function write(exchange: Exchange, requestId: string, response: ApiResponse, closeConnection = false): void {
   if (exchange.aborted) return;
   const { res } = exchange;
@@ -193,8 +209,7 @@ function write(exchange: Exchange, requestId: string, response: ApiResponse, clo
   }
   res.cork(() => {
     writeHead(res, requestId, response);
-    const hasType = Object.keys(response.headers ?? {}).some((name) => name.toLowerCase() === 'content-type');
-    if (contentType && !hasType) res.writeHeader('Content-Type', contentType);
+    if (contentType && !hasContentType(response)) res.writeHeader('Content-Type', contentType);
     if (payload === undefined) res.endWithoutBody(0, closeConnection);
     else res.end(payload, closeConnection);
   });
@@ -215,6 +230,22 @@ function bindFailure(host: string, port: number): Promise<PortInUseError> {
   });
 }
 
+/** Answers a refusal whose body is still arriving, then reads the rest of that body (`refusal.ts`). */
+function refuseDuringBody(exchange: Exchange, requestId: string, response: ApiResponse, bound: DrainBound): void {
+  if (exchange.aborted) return;
+  const { res } = exchange;
+  res.cork(() => {
+    writeHead(res, requestId, response);
+    writeAnswerLeavingOpen(res, response.body, hasContentType(response));
+  });
+  exchange.drain = new BodyDrain(exchange, bound);
+}
+
+/** Hands every later chunk of a body to the exchange's drain; for refusals decided before any chunk. */
+function drainBody(exchange: Exchange): void {
+  exchange.res.onData((chunk, isLast) => exchange.drain?.take(chunk.byteLength, isLast));
+}
+
 function bearer(header: string | undefined): string | undefined {
   if (!header) return undefined;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -223,6 +254,7 @@ function bearer(header: string | undefined): string | undefined {
 
 export function createHttpServer(options: HttpServerOptions): HttpServer {
   const { logger } = options;
+  const drainBound = options.refusedBodyDrain ?? REFUSED_BODY_DRAIN;
   const app = uWS.App();
   let listenSocket: uWS.us_listen_socket | undefined;
   let inFlight = 0;
@@ -264,11 +296,12 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : randomUUID();
     const log = logger.child({ reqId: requestId });
 
-    const finish = (response: ApiResponse, route: RouteDefinition | undefined, principal?: Principal, close = false): void => {
+    const finish = (response: ApiResponse, route: RouteDefinition | undefined, principal?: Principal, ending: Ending = 'reuse'): void => {
       const onResponse = routing?.onResponse;
       // Neither may reject unheard: an unhandled rejection ends the process, every call in it.
       if (response.body instanceof StreamBody) streamBody(exchange, requestId, response, response.body, log).catch((error: unknown) => log.error({ err: error }, 'a streamed response failed'));
-      else write(exchange, requestId, response, close);
+      else if (ending === 'drain') refuseDuringBody(exchange, requestId, response, drainBound);
+      else write(exchange, requestId, response, ending === 'close');
       onResponse?.(route?.path ?? 'unmatched', method, response.status, (performance.now() - started) / 1000);
       log.info(
         {
@@ -285,7 +318,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     };
 
     if (conflicting) {
-      finish({ status: 400, body: { message: 'The request repeats a header that may appear once.' } }, undefined, undefined, true);
+      finish({ status: 400, body: { message: 'The request repeats a header that may appear once.' } }, undefined, undefined, 'close');
       return;
     }
 
@@ -294,8 +327,15 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       return;
     }
 
+    // Starting or stopping: 503, and the connection closes (after the body, if one is coming), so
+    // the client's retry may reach another process.
+    const unavailable = (route: RouteDefinition | undefined, message?: string): void => {
+      const bodyComing = BODY_METHODS.has(method) && (Number(headers['content-length'] ?? 0) > 0 || headers['transfer-encoding'] !== undefined);
+      finish(errorResponse(new PlatformError('shutting_down', { message, headers: { 'Retry-After': UNAVAILABLE_RETRY_S } }), route, log), route, undefined, bodyComing ? 'drain' : 'close');
+      if (bodyComing) drainBody(exchange);
+    };
     if (!routing) {
-      finish(errorResponse(new PlatformError('shutting_down', { message: 'The server is starting. Please try again in a moment.', headers: { 'Retry-After': UNAVAILABLE_RETRY_S } }), undefined, log), undefined, undefined, true);
+      unavailable(undefined, 'The server is starting. Please try again in a moment.');
       return;
     }
     const { router, authenticate, authenticateAdmin } = routing;
@@ -310,7 +350,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     }
     const { route, params } = match;
     if (stopping && !route.duringStop) {
-      finish(errorResponse(new PlatformError('shutting_down', { headers: { 'Retry-After': UNAVAILABLE_RETRY_S } }), route, log), route, undefined, true);
+      unavailable(route);
       return;
     }
 
@@ -322,14 +362,12 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const needsUser = route.auth === 'user' || (route.auth === 'optional' && headers.authorization !== undefined);
     const token = bearer(headers.authorization);
 
-    // Without a token there is nothing to check it against: 401 before any body is read (the
-    // connection closes if one was on its way), so no upload is buffered for an anonymous caller.
-    if ((needsUser || route.auth === 'admin') && !token) {
-      finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody);
-      return;
-    }
-    if (route.auth === 'admin' && !(token && authenticateAdmin?.(token))) {
-      finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody);
+    // Without a token there is nothing to check it against: 401 before any body is read, and a
+    // body on its way is read and thrown away, so no upload is buffered for an anonymous caller.
+    const anonymous = (needsUser || route.auth === 'admin') && !token;
+    if (anonymous || (route.auth === 'admin' && !(token && authenticateAdmin?.(token)))) {
+      finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, hasBody ? 'drain' : 'reuse');
+      if (hasBody) drainBody(exchange);
       return;
     }
     // The token is checked while the body arrives; a caller it does not name gets 401 at once and
@@ -337,7 +375,8 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     const authenticated = needsUser && token ? authenticate(token) : Promise.resolve(undefined);
 
     if (declaredLength !== undefined && declaredLength > limit) {
-      finish(route.tooLarge ?? TOO_LARGE, route, undefined, true);
+      finish(route.tooLarge ?? TOO_LARGE, route, undefined, 'drain');
+      drainBody(exchange);
       return;
     }
 
@@ -414,25 +453,27 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
     // the declared length up to 1 MiB (a declared length is only a claim) and grown as data comes.
     let buffer = Buffer.allocUnsafe(Math.min(declaredLength ?? 64 * 1024, 1024 * 1024));
     let length = 0;
-    let refused = false;
     if (needsUser) {
       authenticated.then(
         (principal) => {
-          if (principal || refused || dispatched || exchange.aborted) return;
-          refused = true;
-          finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, true);
+          if (principal || exchange.drain || dispatched || exchange.aborted) return;
+          finish(errorResponse(new PlatformError('unauthenticated'), route, log), route, undefined, 'drain');
           done();
         },
         () => undefined,
       );
     }
     res.onData((chunk, isLast) => {
-      if (refused) return;
+      if (exchange.drain) {
+        exchange.drain.take(chunk.byteLength, isLast);
+        return;
+      }
       const bytes = new Uint8Array(chunk);
       if (length + bytes.length > limit) {
-        refused = true;
-        finish(route.tooLarge ?? TOO_LARGE, route, undefined, true);
+        finish(route.tooLarge ?? TOO_LARGE, route, undefined, 'drain');
         done();
+        // The chunk that crossed the limit may be the body's last (`finish` has set the drain).
+        (exchange.drain as BodyDrain | undefined)?.take(0, isLast);
         return;
       }
       if (length + bytes.length > buffer.length) {
