@@ -1,14 +1,17 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
+import { isBlockedAddress } from './addresses.js';
+
+export { isBlockedAddress };
 
 /**
  * The one way the platform fetches a user-supplied URL (website crawling, mid-call tools,
  * webhooks). Only http and https; the host is resolved and every address is checked against
  * loopback, private, link-local, CGNAT, multicast, reserved and metadata ranges (IPv4 and IPv6,
- * including IPv4-mapped and NAT64 forms); the connection is pinned to the checked address so a
- * second DNS answer cannot slip past (rebinding); redirects are followed by hand and each hop is
- * checked again; bodies and time are capped.
+ * every IPv6 form that carries IPv4 included: see addresses.ts); the connection is pinned to the
+ * checked address so a second DNS answer cannot slip past (rebinding); redirects are followed by
+ * hand and each hop is checked again; bodies and time are capped.
  */
 
 export interface OutboundPolicy {
@@ -28,38 +31,6 @@ export class OutboundError extends Error {
   ) {
     super(message, options);
   }
-}
-
-const blocked = new BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24],
-  ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) blocked.addSubnet(network, prefix, 'ipv4');
-for (const [network, prefix] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32], ['100::', 64],
-] as const) blocked.addSubnet(network, prefix, 'ipv6');
-
-/** The IPv4 address inside an IPv4-mapped (::ffff:a.b.c.d) or NAT64 (64:ff9b::/96) IPv6 address. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (!hex) return undefined;
-  const high = parseInt(hex[1]!, 16);
-  const low = parseInt(hex[2]!, 16);
-  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
-}
-
-export function isBlockedAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return blocked.check(address, 'ipv4');
-  if (family === 6) {
-    const v4 = embeddedIpv4(address);
-    return v4 !== undefined ? blocked.check(v4, 'ipv4') : blocked.check(address, 'ipv6');
-  }
-  return true;
 }
 
 export interface OutboundRequest {
