@@ -10,9 +10,13 @@
  * 4. every redirect is checked again: an allowed host redirecting to a refused address is stopped.
  * 5. only http(s); redirects are capped; bodies are capped or refused; time is capped.
  * 6. the caller's headers (credentials) do not follow a redirect to another origin.
+ * 7. the check before a URL is stored: literal addresses and localhost names refused without a
+ *    resolver; a name refused when any address it resolves to is; a name that does not resolve, or
+ *    not within the bound, passes; OUTBOUND_ALLOW_PRIVATE and OUTBOUND_ALLOW_HOSTS exempt.
  */
 import t from 'tap';
-import { createOutboundFetch, isBlockedAddress } from '../runtime/net/outbound.js';
+import { createDestinationCheck, createOutboundFetch, isBlockedAddress } from '../runtime/net/outbound.js';
+import { fakeResolver } from './helpers/resolver.js';
 import { startSite } from './helpers/site.js';
 
 /** Refused addresses, each named after the range or form it stands for. */
@@ -99,10 +103,10 @@ t.test('unusual IPv4 spellings reach the guard as the address they spell', async
   for (const host of ['2130706433', '0177.0.0.1', '0x7f.1', '127.1', '0x7f000001', '017700000001', '127.0.0.1.']) {
     const url = `http://${host}:9/x`;
     t.equal(new URL(url).hostname, '127.0.0.1', `${host} parses as 127.0.0.1`);
-    await t.rejects(strict(url), { message: /^127\.0\.0\.1 resolves to a private or reserved address/ }, `${host} refused before connecting`);
+    await t.rejects(strict(url), { name: 'OutboundRefusal', address: '127.0.0.1' }, `${host} refused before connecting`);
   }
   for (const host of ['[::ffff:127.0.0.1]', '[0:0:0:0:0:ffff:7f00:1]', '[::127.0.0.1]', '[::ffff:0:7f00:1]', '[2002:7f00:1::]', '[64:ff9b::7f00:1]', '[64:ff9b:1::a00:1]', '[2001::1]', '[fe80::1]', '[::]']) {
-    await t.rejects(strict(`http://${host}:9/x`), { message: /private or reserved address/ }, `${host} refused before connecting`);
+    await t.rejects(strict(`http://${host}:9/x`), { name: 'OutboundRefusal' }, `${host} refused before connecting`);
   }
 });
 
@@ -113,7 +117,7 @@ t.test('refusal of local addresses and its exemptions', async (t) => {
   site.route('/to-loopback', { status: 302, headers: { location: `http://127.0.0.1:${port}/hello` } });
 
   const strict = createOutboundFetch({ allowPrivate: false, allowHosts: new Set() });
-  await t.rejects(strict(`${site.origin}/hello`), { name: 'OutboundError', message: /private or reserved address/, retryable: false });
+  await t.rejects(strict(`${site.origin}/hello`), { name: 'OutboundRefusal', message: /private or reserved address/, retryable: false });
   await t.rejects(strict(`http://localhost:${port}/hello`), { message: /private or reserved address/ });
   t.same(site.requests, [], 'nothing reached the server');
 
@@ -160,4 +164,33 @@ t.test('the caller\'s headers do not follow a redirect to another origin', async
   const away = JSON.parse((await fetch(`${first.origin}/away`, { headers })).body.toString());
   t.notOk('authorization' in away || 'x-api-key' in away, 'dropped for another origin');
   t.match(away, { 'content-type': 'application/json', accept: 'application/json' }, 'neutral ones kept');
+});
+
+t.test('the check before a URL is stored', async (t) => {
+  const resolver = fakeResolver({
+    'public.example': ['93.184.216.34', '2606:2800:220:1::1'],
+    'mixed.example': ['93.184.216.34', '10.0.0.5'],
+    'mapped.example': ['2606:2800:220:1::1', '::ffff:127.0.0.1'],
+    'crm.internal': ['10.0.0.7'],
+    'slow.example': 'never',
+  });
+  const strict = createDestinationCheck({ allowPrivate: false, allowHosts: new Set(['crm.internal']) }, { lookup: resolver, timeoutMs: 100 });
+
+  for (const url of ['http://127.0.0.1/x', 'http://[::ffff:7f00:1]/', 'http://[2002:a00:1::]/', 'http://2130706433/', 'http://0x7f.1/', 'http://169.254.169.254/latest/meta-data/', 'http://localhost:8080/', 'http://LOCALHOST./', 'http://api.localhost/']) {
+    t.equal(await strict(url), true, `${url} refused`);
+  }
+  t.same(resolver.asked, [], 'literal addresses and localhost names are refused without a resolver');
+
+  t.equal(await strict('https://mixed.example/hook'), true, 'one private address among public ones refuses the name');
+  t.equal(await strict('https://mapped.example/hook'), true, 'an IPv4-mapped loopback answer refuses the name');
+  t.equal(await strict('https://public.example/hook'), false, 'public addresses pass');
+  t.equal(await strict('https://gone.example/hook'), false, 'a name that does not resolve passes (checked again at fetch time)');
+  const started = Date.now();
+  t.equal(await strict('https://slow.example/hook'), false, 'a resolver that does not answer in time: passes');
+  t.ok(Date.now() - started < 2_000, 'within the bound');
+  t.equal(await strict('https://crm.internal/api'), false, 'an OUTBOUND_ALLOW_HOSTS host is exempt');
+  t.equal(await strict('http://93.184.216.34/'), false, 'a public literal passes');
+
+  const open = createDestinationCheck({ allowPrivate: true, allowHosts: new Set() }, { lookup: resolver });
+  for (const url of ['http://127.0.0.1:9/x', 'http://localhost/', 'https://mixed.example/']) t.equal(await open(url), false, `${url} passes with OUTBOUND_ALLOW_PRIVATE`);
 });

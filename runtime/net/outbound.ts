@@ -11,18 +11,19 @@ export { isBlockedAddress };
  * loopback, private, link-local, CGNAT, multicast, reserved and metadata ranges (IPv4 and IPv6,
  * every IPv6 form that carries IPv4 included: see addresses.ts); the connection is pinned to the
  * checked address so a second DNS answer cannot slip past (rebinding); redirects are followed by
- * hand and each hop is checked again; bodies and time are capped.
+ * hand and each hop is checked again; bodies and time are capped. The same check answers, before a
+ * URL is stored, whether it would be refused now (`createDestinationCheck`).
  */
 
 export interface OutboundPolicy {
   /** Turns the private-range refusal off (local development and the test suite). */
   readonly allowPrivate: boolean;
-  /** Hosts exempt from the private-range refusal, e.g. an internal CRM. */
+  /** Hosts exempt from the private-range refusal, e.g. an internal CRM (lower case). */
   readonly allowHosts: ReadonlySet<string>;
 }
 
 export class OutboundError extends Error {
-  override readonly name = 'OutboundError';
+  override readonly name: string = 'OutboundError';
   constructor(
     message: string,
     /** Worth retrying later (timeouts, connection failures, 5xx are decided by the caller). */
@@ -31,6 +32,105 @@ export class OutboundError extends Error {
   ) {
     super(message, options);
   }
+}
+
+/** The guard refused the destination (never retryable; the same URL is refused again). */
+export class OutboundRefusal extends OutboundError {
+  override readonly name = 'OutboundRefusal';
+  constructor(
+    /** The URL's host, as the guard compares it. */
+    readonly host: string,
+    /** `local name`: localhost or *.localhost; `reserved address`: the host is or resolves to one. */
+    readonly reason: 'local name' | 'reserved address',
+    /** The refused address, when the host resolved to one. */
+    readonly address?: string,
+  ) {
+    super(`${host} resolves to a private or reserved address, which is not allowed`, false);
+  }
+}
+
+export interface ResolvedAddress {
+  readonly address: string;
+  readonly family: number;
+}
+
+/** Every address a host name resolves to; rejects when it resolves to none. */
+export type HostLookup = (host: string) => Promise<ResolvedAddress[]>;
+
+const systemLookup: HostLookup = (host) => dnsLookup(host, { all: true, verbatim: true });
+
+/** A URL's host as the policy compares it: lower case, without IPv6 brackets or a trailing dot. */
+function hostOf(url: URL): string {
+  return url.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
+}
+
+/** Names that always mean this machine (RFC 6761), refused without asking a resolver. */
+function isLocalName(host: string): boolean {
+  return host === 'localhost' || host.endsWith('.localhost');
+}
+
+/**
+ * The addresses a request to `url` may connect to, every one of them checked against the policy
+ * (one refused address refuses the host: the connection could land on any of them).
+ * @throws OutboundRefusal when the host is refused;
+ *   OutboundError (retryable) when the name does not resolve, or not before `deadline`.
+ */
+async function checkedAddresses(policy: OutboundPolicy, lookup: HostLookup, url: URL, deadline: AbortSignal): Promise<ResolvedAddress[]> {
+  const literal = url.hostname.replace(/^\[|\]$/g, '');
+  const host = hostOf(url);
+  const exempt = policy.allowPrivate || policy.allowHosts.has(host);
+  if (!exempt && isLocalName(host)) throw new OutboundRefusal(host, 'local name');
+  let addresses: ResolvedAddress[];
+  if (isIP(literal)) addresses = [{ address: literal, family: isIP(literal) }];
+  else {
+    // A resolver that never answers must not hold the request past its time limit.
+    const timedOut = new Promise<never>((_, reject) => {
+      const abort = () => reject(new OutboundError(`Timed out resolving ${literal}`, true));
+      if (deadline.aborted) abort();
+      else deadline.addEventListener('abort', abort, { once: true });
+    });
+    try {
+      addresses = await Promise.race([lookup(literal), timedOut]);
+    } catch (cause) {
+      if (cause instanceof OutboundError) throw cause;
+      throw new OutboundError(`Could not resolve ${literal}`, true, { cause });
+    }
+  }
+  const refused = exempt ? undefined : addresses.find((a) => isBlockedAddress(a.address));
+  if (refused) throw new OutboundRefusal(host, 'reserved address', refused.address);
+  if (addresses.length === 0) throw new OutboundError(`Could not resolve ${literal}`, true);
+  return addresses;
+}
+
+/**
+ * Whether the guard would refuse a URL now, for a service that stores one (a tool's endpoint, a
+ * webhook URL). True only for a certain refusal: a local name, an address literal in a refused
+ * range, or a name that resolves (within `timeoutMs`) to at least one refused address, the rule
+ * the fetch applies. A name that does not resolve, or not in time, passes: the network may be away
+ * now, and every fetch is checked again.
+ */
+export type DestinationCheck = (url: string) => Promise<boolean>;
+
+export function createDestinationCheck(policy: OutboundPolicy, options: { lookup?: HostLookup; timeoutMs?: number } = {}): DestinationCheck {
+  const lookup = options.lookup ?? systemLookup;
+  return async function refuses(rawUrl) {
+    if (!URL.canParse(rawUrl)) return false;
+    const bound = new AbortController();
+    const timer = setTimeout(() => bound.abort(), options.timeoutMs ?? 2_000);
+    try {
+      await checkedAddresses(policy, lookup, new URL(rawUrl), bound.signal);
+      return false;
+    } catch (error) {
+      return error instanceof OutboundRefusal;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+/** The 422 message of a stored URL the guard refuses, e.g. `refusedDestinationMessage('endpoint')`. */
+export function refusedDestinationMessage(attribute: string): string {
+  return `The ${attribute} must not point to a private, loopback or reserved address.`;
 }
 
 export interface OutboundRequest {
@@ -66,33 +166,17 @@ function neutralHeaders(headers: OutboundRequest['headers']): OutboundRequest['h
   return Object.fromEntries(Object.entries(headers).filter(([name]) => NEUTRAL_HEADERS.has(name.toLowerCase())));
 }
 
-export function createOutboundFetch(policy: OutboundPolicy): OutboundFetch {
-  async function resolve(url: URL, deadline: AbortSignal): Promise<{ address: string; family: number }> {
+export interface OutboundFetchOptions {
+  /** The resolver (tests answer for names they invent). @defaultValue the system's, through getaddrinfo */
+  readonly lookup?: HostLookup;
+}
+
+export function createOutboundFetch(policy: OutboundPolicy, options: OutboundFetchOptions = {}): OutboundFetch {
+  const lookup = options.lookup ?? systemLookup;
+
+  async function resolve(url: URL, deadline: AbortSignal): Promise<ResolvedAddress> {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OutboundError(`Only http and https URLs can be fetched (${url.protocol})`, false);
-    const host = url.hostname.replace(/^\[|\]$/g, '');
-    let addresses: Array<{ address: string; family: number }>;
-    if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
-    else {
-      // A resolver that never answers must not hold the request past its time limit.
-      const timedOut = new Promise<never>((_, reject) => {
-        const abort = () => reject(new OutboundError(`Timed out resolving ${host}`, true));
-        if (deadline.aborted) abort();
-        else deadline.addEventListener('abort', abort, { once: true });
-      });
-      try {
-        addresses = await Promise.race([dnsLookup(host, { all: true, verbatim: true }), timedOut]);
-      } catch (cause) {
-        if (cause instanceof OutboundError) throw cause;
-        throw new OutboundError(`Could not resolve ${host}`, true, { cause });
-      }
-    }
-    const exempt = policy.allowPrivate || policy.allowHosts.has(host.toLowerCase());
-    if (!exempt && addresses.some((a) => isBlockedAddress(a.address))) {
-      throw new OutboundError(`${host} resolves to a private or reserved address, which is not allowed`, false);
-    }
-    const first = addresses[0];
-    if (!first) throw new OutboundError(`Could not resolve ${host}`, true);
-    return first;
+    return (await checkedAddresses(policy, lookup, url, deadline))[0]!;
   }
 
   return async function outboundFetch(rawUrl, init = {}) {
