@@ -123,7 +123,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   const db = pool;
   const workers: WorkerPool = createWorkerPool(config.workerPoolSize, { onError: (error) => logger.error({ err: error }, 'a worker thread failed between tasks') });
   const outboundPolicy = { allowPrivate: config.outboundAllowPrivate, allowHosts: new Set(config.outboundAllowHosts) };
-  const outbound = createOutboundFetch(outboundPolicy, { lookup: options.lookup });
+  const outbound = createOutboundFetch(outboundPolicy, { logger: logger.child({ component: 'outbound' }), lookup: options.lookup });
   const refusesDestination = createDestinationCheck(outboundPolicy, { lookup: options.lookup });
   const embedder: Embedder = config.embeddings ? createOpenAiEmbedder(config.embeddings) : createLocalEmbedder(workers);
   const index = createSearchIndex(config, db, embedder, workers);

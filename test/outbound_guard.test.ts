@@ -13,8 +13,11 @@
  * 7. the check before a URL is stored: literal addresses and localhost names refused without a
  *    resolver; a name refused when any address it resolves to is; a name that does not resolve, or
  *    not within the bound, passes; OUTBOUND_ALLOW_PRIVATE and OUTBOUND_ALLOW_HOSTS exempt.
+ * 8. a refusal is logged (warn) with the request's subject, the host, the address and the reason,
+ *    never the path, query or headers; a request that names no subject is not logged.
  */
 import t from 'tap';
+import { createLogger } from '../runtime/logger.js';
 import { createDestinationCheck, createOutboundFetch, isBlockedAddress } from '../runtime/net/outbound.js';
 import { fakeResolver } from './helpers/resolver.js';
 import { startSite } from './helpers/site.js';
@@ -193,4 +196,23 @@ t.test('the check before a URL is stored', async (t) => {
 
   const open = createDestinationCheck({ allowPrivate: true, allowHosts: new Set() }, { lookup: resolver });
   for (const url of ['http://127.0.0.1:9/x', 'http://localhost/', 'https://mixed.example/']) t.equal(await open(url), false, `${url} passes with OUTBOUND_ALLOW_PRIVATE`);
+});
+
+t.test('a refusal is logged with its subject, never with the URL', async (t) => {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger('info', { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const resolver = fakeResolver({ 'crm.example': ['93.184.216.34', '127.0.0.1'] });
+  const fetch = createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }, { logger, lookup: resolver });
+  const url = 'http://crm.example:9/orders/A-17?api_key=secret-in-query';
+  await t.rejects(fetch(url, { headers: { authorization: 'Bearer tool-secret' }, subject: { userId: 7, toolId: 42 } }), { name: 'OutboundRefusal', retryable: false });
+  t.equal(lines.length, 1);
+  t.same(lines[0], { level: 40, time: lines[0]!.time, userId: 7, toolId: 42, host: 'crm.example', address: '127.0.0.1', reason: 'reserved address', msg: 'outbound request refused' });
+  t.notMatch(JSON.stringify(lines), /secret|orders|A-17|api_key/, 'no path, query or header in the log');
+
+  await t.rejects(fetch('http://localhost:9/', { subject: { userId: 7, assistantId: 3, deliveryId: 'd-1' } }), { name: 'OutboundRefusal' });
+  t.match(lines[1], { userId: 7, assistantId: 3, deliveryId: 'd-1', host: 'localhost', reason: 'local name', msg: 'outbound request refused' });
+  await t.rejects(fetch('http://127.0.0.1:9/'), { name: 'OutboundRefusal' });
+  t.equal(lines.length, 2, 'a request without a subject is refused without a log line');
+  await t.rejects(fetch('http://gone.example:9/', { subject: { userId: 7, toolId: 42 } }), { name: 'OutboundError', retryable: true });
+  t.equal(lines.length, 2, 'a name that does not resolve is no refusal');
 });

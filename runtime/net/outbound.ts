@@ -1,6 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
+import type { Logger } from '../logger.js';
 import { isBlockedAddress } from './addresses.js';
 
 export { isBlockedAddress };
@@ -145,6 +146,12 @@ export interface OutboundRequest {
   readonly maxRedirects?: number;
   /** Refuse rather than cut bodies over maxBytes. */
   readonly refuseOversize?: boolean;
+  /**
+   * Whose request this is: the owner's `userId` and the resource's ids (`toolId`, `assistantId`
+   * and `deliveryId`, ...). A refusal of a request that names its subject is logged with it (warn,
+   * `outbound request refused`); ids only, never a URL, header or body.
+   */
+  readonly subject?: Readonly<Record<string, string | number | null>>;
 }
 
 export interface OutboundResponse {
@@ -167,6 +174,8 @@ function neutralHeaders(headers: OutboundRequest['headers']): OutboundRequest['h
 }
 
 export interface OutboundFetchOptions {
+  /** Where refusals of requests that name their subject are logged. */
+  readonly logger?: Logger;
   /** The resolver (tests answer for names they invent). @defaultValue the system's, through getaddrinfo */
   readonly lookup?: HostLookup;
 }
@@ -179,7 +188,7 @@ export function createOutboundFetch(policy: OutboundPolicy, options: OutboundFet
     return (await checkedAddresses(policy, lookup, url, deadline))[0]!;
   }
 
-  return async function outboundFetch(rawUrl, init = {}) {
+  const guarded: OutboundFetch = async function fetchChecked(rawUrl, init = {}) {
     const deadline = AbortSignal.timeout(init.timeoutMs ?? 10_000);
     const maxBytes = init.maxBytes ?? 5 * 1024 * 1024;
     let url: URL;
@@ -252,6 +261,17 @@ export function createOutboundFetch(policy: OutboundPolicy, options: OutboundFet
       } finally {
         void dispatcher.close().catch(() => undefined);
       }
+    }
+  };
+
+  return async function outboundFetch(rawUrl, init = {}) {
+    try {
+      return await guarded(rawUrl, init);
+    } catch (error) {
+      if (error instanceof OutboundRefusal && init.subject) {
+        options.logger?.warn({ ...init.subject, host: error.host, address: error.address, reason: error.reason }, 'outbound request refused');
+      }
+      throw error;
     }
   };
 }
