@@ -1,4 +1,4 @@
-import { lookup as dnsLookup } from 'node:dns/promises';
+import { Resolver, lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
 import type { Logger } from '../logger.js';
@@ -112,12 +112,29 @@ async function checkedAddresses(policy: OutboundPolicy, lookup: HostLookup, url:
  */
 export type DestinationCheck = (url: string) => Promise<boolean>;
 
+/**
+ * The resolver of the check before a URL is stored: DNS asked directly (c-ares, on the event loop)
+ * with one try cut at `timeoutMs`, so a slow name server cannot hold the libuv threads that
+ * getaddrinfo runs on (shared with files and crypto) for every tool a client creates. Names known
+ * only to /etc/hosts are not seen here; the fetch, which resolves through getaddrinfo, checks them.
+ */
+function directDnsLookup(timeoutMs: number): HostLookup {
+  const resolver = new Resolver({ timeout: timeoutMs, tries: 1 });
+  return async (host) => {
+    const answers = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+    const addresses = answers.flatMap((answer) => (answer.status === 'fulfilled' ? answer.value : []));
+    if (addresses.length === 0) throw (answers[0] as PromiseRejectedResult).reason;
+    return addresses.map((address) => ({ address, family: isIP(address) }));
+  };
+}
+
 export function createDestinationCheck(policy: OutboundPolicy, options: { lookup?: HostLookup; timeoutMs?: number } = {}): DestinationCheck {
-  const lookup = options.lookup ?? systemLookup;
+  const timeoutMs = options.timeoutMs ?? 2_000;
+  const lookup = options.lookup ?? directDnsLookup(timeoutMs);
   return async function refuses(rawUrl) {
     if (!URL.canParse(rawUrl)) return false;
     const bound = new AbortController();
-    const timer = setTimeout(() => bound.abort(), options.timeoutMs ?? 2_000);
+    const timer = setTimeout(() => bound.abort(), timeoutMs);
     try {
       await checkedAddresses(policy, lookup, new URL(rawUrl), bound.signal);
       return false;
