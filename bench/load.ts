@@ -27,7 +27,9 @@ export interface LoadResult {
   readonly errors: number;
 }
 
-const tool = JSON.stringify({ name: 'check_order', description: 'Looks up an order', endpoint: 'https://example.com/orders', method: 'GET', timeout: 5, schema: [{ name: 'order_id', type: 'string', description: 'The order id' }] });
+// A public address literal: the outbound guard classifies it without asking DNS at creation, so the
+// benchmark measures the server, not the name server's latency.
+const tool = JSON.stringify({ name: 'check_order', description: 'Looks up an order', endpoint: 'https://93.184.216.34/orders', method: 'GET', timeout: 5, schema: [{ name: 'order_id', type: 'string', description: 'The order id' }] });
 
 function options(run: LoadRun): autocannon.Options {
   const auth = { authorization: `Bearer ${run.tokens[0]}` };

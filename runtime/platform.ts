@@ -20,7 +20,7 @@ import { createWorkerPool, type WorkerPool } from './workers.js';
 import { createCrawler } from './knowledge/crawler.js';
 import { createLocalEmbedder, createOpenAiEmbedder, type Embedder } from './knowledge/embedder.js';
 import { createIngestion } from './knowledge/ingestion.js';
-import { createOutboundFetch, type OutboundFetch } from './net/outbound.js';
+import { createDestinationCheck, createOutboundFetch, type HostLookup, type OutboundFetch } from './net/outbound.js';
 import { createSearchIndex } from './search/index.js';
 import { createLlmRegistry } from './llm/registry.js';
 import { createConversationEngine, type ConversationEngine } from './conversations/engine.js';
@@ -100,8 +100,10 @@ export interface Services {
   readonly evaluator: Evaluator;
 }
 
-/** What tests and benchmarks may replace: time, speech providers, the carrier. */
+/** What tests and benchmarks may replace: time, speech providers, the carrier, the name resolver. */
 export interface RuntimeOptions {
+  /** The resolver of the outbound guard (tests answer for names they invent). */
+  readonly lookup?: HostLookup;
   readonly clock?: Clock;
   readonly speech?: SpeechOverrides;
   readonly carrier?: Carrier;
@@ -144,7 +146,9 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   }
   const db = pool;
   const workers: WorkerPool = createWorkerPool(config.workerPoolSize, { onError: (error) => logger.error({ err: error }, 'a worker thread failed between tasks') });
-  const outbound = createOutboundFetch({ allowPrivate: config.outboundAllowPrivate, allowHosts: new Set(config.outboundAllowHosts) });
+  const outboundPolicy = { allowPrivate: config.outboundAllowPrivate, allowHosts: new Set(config.outboundAllowHosts) };
+  const outbound = createOutboundFetch(outboundPolicy, { logger: logger.child({ component: 'outbound' }), lookup: options.lookup });
+  const refusesDestination = createDestinationCheck(outboundPolicy, { lookup: options.lookup });
   const embedder: Embedder = config.embeddings ? createOpenAiEmbedder(config.embeddings) : createLocalEmbedder(workers);
   const index = createSearchIndex(config, db, embedder, workers);
   try {
@@ -234,9 +238,9 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     apiKeys: createApiKeyService({ pool: db, logger, tokens }),
     admin: createAdminService({ pool: db, logger }),
     knowledge,
-    tools: createToolService({ pool: db, logger }),
+    tools: createToolService({ pool: db, logger, refusesDestination }),
     catalog,
-    assistants: createAssistantService({ pool: db, catalog, logger }),
+    assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
     calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index }),

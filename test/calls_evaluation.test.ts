@@ -28,7 +28,7 @@ t.test('type checks of an extraction', async (t) => {
 
 async function evaluatedCall(t: Test, evaluationReply: string) {
   const fake = await startFakeOpenAi(t);
-  const s = await voiceSetup(t, { post_call_schema: schema, is_webhook_active: true, webhook_url: 'http://127.0.0.1:9/hook' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } } } });
+  const s = await voiceSetup(t, { post_call_schema: schema, is_webhook_active: true, webhook_url: 'http://127.0.0.1:9/hook' }, { config: { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'sk-test' } }, outboundAllowPrivate: true } });
   fake.scriptChat({ text: 'Noted, thank you.' }, { text: evaluationReply });
   const { phone, callId } = await callIn(s, ['I am Ada, my budget is 5000 and yes I want a demo.']);
   await phone.untilAgentDone();

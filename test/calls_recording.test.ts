@@ -10,7 +10,7 @@ import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
  */
 
 t.test('a recorded call: valid WAV of the right length, both sides, signed URL with ranges, webhook', async (t) => {
-  const s = await voiceSetup(t, { record: true, is_webhook_active: true, webhook_url: 'http://127.0.0.1:9/hook', send_webhook_only_on_completed: false });
+  const s = await voiceSetup(t, { record: true, is_webhook_active: true, webhook_url: 'http://127.0.0.1:9/hook', send_webhook_only_on_completed: false }, { config: { outboundAllowPrivate: true } });
   const { phone, callId } = await callIn(s, ['Hello there.']);
   const start = phone.elapsed;
   await phone.untilAgentDone();

@@ -16,10 +16,12 @@ import t from 'tap';
 import WebSocket from 'ws';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { startTestPlatform } from './helpers/platform.js';
+import { fakeResolver } from './helpers/resolver.js';
 import { opened } from './helpers/socket.js';
 
 const fake = await startFakeOpenAi(t);
-const api = await startTestPlatform(t, { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } });
+const resolver = fakeResolver();
+const api = await startTestPlatform(t, { llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } }, { lookup: resolver });
 const owner = await api.user();
 await api.credit(owner.id, 5);
 const bot = await api.assistant(owner.token);
@@ -77,7 +79,9 @@ t.test('two sockets receive the stream', async (t) => {
 });
 
 t.test('function calls are not streamed', async (t) => {
-  const tool = await api.request('POST', '/user/tools', { token: owner.token, body: { name: 'lookup', description: 'Look up', endpoint: 'http://127.0.0.1:9/lookup', method: 'POST' } });
+  // Not resolvable when the tool is created (so accepted), loopback when it is called.
+  const tool = await api.request('POST', '/user/tools', { token: owner.token, body: { name: 'lookup', description: 'Look up', endpoint: 'http://lookup.example/lookup', method: 'POST' } });
+  resolver.answers['lookup.example'] = ['127.0.0.1'];
   await api.request('PUT', `/user/assistant/${bot.id}`, { token: owner.token, body: { tool_ids: [tool.body.data.id] } });
   const id = await conversation();
   const client = await connect(id);
@@ -86,7 +90,7 @@ t.test('function calls are not streamed', async (t) => {
   t.same(await client.next((f) => f.type === 'message' && f.role === 'assistant'), { type: 'message', role: 'assistant', content: 'The lookup failed.', function_calls: [] });
   t.notOk(client.frames.some((f) => f.type === 'function_call'), 'no function_call frame');
   const own = (await api.request('GET', `/conversations/${id}`, { token: owner.token })).body.history.at(-1);
-  t.match(own.function_calls, [{ name: 'lookup', arguments: {}, result: { error: /private or reserved/ } }], 'the guard refused the loopback endpoint; the model was told, and the owner sees it');
+  t.match(own.function_calls, [{ name: 'lookup', arguments: {}, result: { error: /private or reserved/ } }], 'the guard refused the endpoint that now resolves to loopback; the model was told, and the owner sees it');
 });
 
 t.test('bad frames and failures are error frames', async (t) => {

@@ -10,7 +10,9 @@ import t from 'tap';
 import { ADMIN_TOKEN, MINIMAL_ASSISTANT, startTestPlatform } from './helpers/platform.js';
 import { withClient } from './helpers/database.js';
 
+// Loopback tool and webhook URLs are allowed here: the sweep is about input, the guard has its own tests.
 const api = await startTestPlatform(t, {
+  outboundAllowPrivate: true,
   rateLimits: { perIp: { capacity: 1e9, perMinute: 1e9 }, perConversation: { capacity: 1e9, perMinute: 1e9 } },
 });
 const owner = await api.user('Owner');

@@ -3,6 +3,7 @@ import type { AssistantInput } from '../../schemas/assistants.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError, ValidationError, type FieldErrors } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { refusedDestinationMessage, type DestinationCheck } from '../net/outbound.js';
 import {
   SETTING_COLUMNS,
   deleteAssistant,
@@ -62,10 +63,19 @@ const REFERENCES: Readonly<Record<string, readonly [string, string]>> = {
   assistant_tools_tool_id_fkey: ['tool_ids', 'The selected tool ids are invalid.'],
 };
 
-export function createAssistantService({ pool, catalog, logger }: { pool: DatabasePool; catalog: CatalogService; logger: Logger }) {
-  /** Checks everything and throws the 422 of spec 4.4 with every failing field at once. */
-  async function validate(tx: CommonQueryMethods, userId: number, settings: AssistantSettings, selfId: number | null): Promise<void> {
+export function createAssistantService({ pool, catalog, logger, refusesDestination }: { pool: DatabasePool; catalog: CatalogService; logger: Logger; refusesDestination: DestinationCheck }) {
+  /**
+   * A webhook URL the outbound guard would refuse, as field errors. Asked before a transaction
+   * opens: the resolver may take up to its bound, and no row stays locked meanwhile.
+   */
+  async function webhookUrlErrors(url: string | null | undefined): Promise<FieldErrors> {
+    return url && (await refusesDestination(url)) ? { webhook_url: [refusedDestinationMessage('webhook url')] } : {};
+  }
+
+  /** Checks everything and throws the 422 of spec 4.4 with every failing field at once (`found` included). */
+  async function validate(tx: CommonQueryMethods, userId: number, settings: AssistantSettings, selfId: number | null, found: FieldErrors): Promise<void> {
     const errors: FieldErrors = checkSettings(await catalog.get(), settings);
+    for (const [field, messages] of Object.entries(found)) (errors[field] ??= []).push(...messages);
     const phoneNumber = settings.phone_number_id === null ? null : await findOwnedPhoneNumber(tx, userId, settings.phone_number_id);
     const ownership = checkOwnership(settings, {
       toolIds: await ownedToolIds(tx, userId, settings.tool_ids),
@@ -92,9 +102,10 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
     async create(userId: number, input: Partial<AssistantInput> & Pick<AssistantInput, 'mode' | 'voice_id' | 'language_id'>): Promise<AssistantSummary> {
       const defaults = { ...settingDefaults, llm_model_id: null, multimodal_model_id: null, synthesizer_provider_id: null, transcriber_provider_id: null };
       const settings = fillProviders(await catalog.get(), merge(defaults as unknown as AssistantSettings, input));
+      const refused = await webhookUrlErrors(settings.webhook_url);
       const row = await pool
         .transaction(async (tx) => {
-          await validate(tx, userId, settings, null);
+          await validate(tx, userId, settings, null, refused);
           const id = await insertAssistant(tx, userId, settings);
           await replaceAssistantTools(tx, id, settings.tool_ids);
           return findAssistant(tx, userId, id);
@@ -111,15 +122,17 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
      */
     async update(userId: number, id: number, read: () => Partial<AssistantInput>): Promise<AssistantSummary> {
       const current = await catalog.get();
+      if (!(await findAssistant(pool, userId, id))) throw new PlatformError('assistant_not_found');
+      const input = read();
+      const refused = await webhookUrlErrors(input.webhook_url);
       const row = await pool
         .transaction(async (tx) => {
           const stored = await findAssistantForUpdate(tx, userId, id);
           if (!stored) throw new PlatformError('assistant_not_found');
-          const input = read();
           let settings = merge(settingsOf(stored), input);
           if (input.mode !== undefined && input.mode !== stored.mode) settings = resetForMode(current, settings, input);
           settings = fillProviders(current, settings);
-          await validate(tx, userId, settings, id);
+          await validate(tx, userId, settings, id, refused);
           await updateAssistant(tx, userId, id, settings);
           if (input.tool_ids !== undefined) await replaceAssistantTools(tx, id, settings.tool_ids);
           // Turning the webhook off here stops it as the disable operation does; a new URL gets the retries.
@@ -155,7 +168,11 @@ export function createAssistantService({ pool, catalog, logger }: { pool: Databa
       });
     },
 
+    /** @throws PlatformError `assistant_not_found`; ValidationError (422) when the outbound guard refuses the URL. */
     async enableWebhook(userId: number, id: number, url: string): Promise<void> {
+      if (!(await findAssistant(pool, userId, id))) throw new PlatformError('assistant_not_found');
+      const refused = await webhookUrlErrors(url);
+      if (refused.webhook_url) throw new ValidationError(refused, 'The given data was invalid.');
       if (!(await setWebhook(pool, userId, id, url))) throw new PlatformError('assistant_not_found');
     },
   };

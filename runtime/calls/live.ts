@@ -280,7 +280,7 @@ export function createVoiceService(deps: VoiceDeps) {
     const textModel = (await model(mode === 'pipeline' ? assistant.llm_model_id : assistant.chat_llm_fallback_id)) ?? { provider: deps.llm.provider('dev'), model: 'dev' };
     const tools = await listAssistantTools(pool, assistant.id);
     const kbId = assistant.knowledgebase_id ?? undefined;
-    const builtins = builtinFunctions({ tools: assistant.tools, timezone: assistant.timezone, outbound: deps.outbound, calendarBaseUrl: deps.calendarBaseUrl });
+    const builtins = builtinFunctions({ tools: assistant.tools, timezone: assistant.timezone, outbound: deps.outbound, calendarBaseUrl: deps.calendarBaseUrl, subject: { userId: assistant.user_id, assistantId: assistant.id, callId } });
     const functions = [...tools.map(toolFunction), ...(kbId !== undefined && assistant.knowledgebase_mode === 'function_call' ? [SEARCH_FUNCTION] : []), ...builtins.map((b) => b.definition)];
     const merged = { ...assistant.variables, ...variables };
     const multimodalModel = assistant.multimodal_model_id === null ? undefined : catalog.models.get(assistant.multimodal_model_id);

@@ -110,5 +110,5 @@ export async function runFunction(name: string, args: Record<string, unknown>, c
     return { passages: passages.map((p) => ({ content: p.content, source: p.source, document: p.document_name })) };
   }
   const tool = context.tools.get(name);
-  return tool ? callTool(tool, args, context.outbound) : { error: `There is no function named ${name}` };
+  return tool ? callTool(tool, args, context.outbound, context.ownerId) : { error: `There is no function named ${name}` };
 }

@@ -23,7 +23,8 @@ export function toolFunction(tool: ToolRow): FunctionDefinition {
   return { name: tool.name, description: tool.description, parameters: { type: 'object', properties, required: tool.schema.map((item) => item.name) } };
 }
 
-export async function callTool(tool: ToolRow, args: Record<string, unknown>, fetch: OutboundFetch): Promise<unknown> {
+/** @param ownerId the tool's owner, named with the tool in the log when the guard refuses its endpoint. */
+export async function callTool(tool: ToolRow, args: Record<string, unknown>, fetch: OutboundFetch, ownerId: number): Promise<unknown> {
   const headers: Record<string, string> = { 'user-agent': 'AssistantPlatform/1.0 (tool call)', accept: 'application/json, text/plain;q=0.9' };
   for (const header of tool.headers) headers[header.name] = header.value;
   let url = tool.endpoint;
@@ -37,7 +38,7 @@ export async function callTool(tool: ToolRow, args: Record<string, unknown>, fet
     body = JSON.stringify(args);
   }
   try {
-    const response = await fetch(url, { method: tool.method, headers, body, timeoutMs: tool.timeout * 1000, maxBytes: RESULT_LIMIT });
+    const response = await fetch(url, { method: tool.method, headers, body, timeoutMs: tool.timeout * 1000, maxBytes: RESULT_LIMIT, subject: { userId: ownerId, toolId: tool.id } });
     const text = response.body.toString('utf8');
     let result: unknown = text;
     if ((response.headers['content-type'] ?? '').includes('json') && !response.truncated) {

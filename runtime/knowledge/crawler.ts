@@ -1,5 +1,5 @@
 import type { Block } from '../../workers/text.js';
-import { OutboundError, type OutboundFetch } from '../net/outbound.js';
+import { OutboundError, type OutboundFetch, type OutboundRequest } from '../net/outbound.js';
 import type { WorkerPool } from '../workers.js';
 
 /**
@@ -167,6 +167,8 @@ export interface CrawlInput {
   readonly links?: readonly string[];
   /** Same-site links followed from `url`. */
   readonly relativeLinksLimit?: number;
+  /** The owner and the document, named in the log when the guard refuses a page. */
+  readonly subject?: OutboundRequest['subject'];
 }
 
 export interface CrawlResult {
@@ -210,8 +212,12 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool;
     return rules;
   }
 
-  /** One page: its blocks and links, or a CrawlError saying why there are none. */
-  async function page(url: string): Promise<{ blocks: Block[]; links: string[] }> {
+  /**
+   * One page: its blocks and links, or a CrawlError saying why there are none. Only the page's
+   * request names `subject`: robots.txt of the same host, asked first, is refused the same way, and
+   * a refused page is one log line, not two.
+   */
+  async function page(url: string, subject: CrawlInput['subject']): Promise<{ blocks: Block[]; links: string[] }> {
     const target = new URL(url);
     const rules = await robotsFor(target.origin);
     if (!(await robotsAllowsSliced(rules, target.pathname + target.search, new Slices()))) throw new CrawlError(`robots.txt of ${target.host} does not allow ${url}`);
@@ -222,6 +228,7 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool;
         maxBytes: PAGE_MAX_BYTES,
         refuseOversize: true,
         headers: { 'user-agent': USER_AGENT, accept: 'text/html,text/plain;q=0.9' },
+        subject,
       });
     } catch (error) {
       if (error instanceof OutboundError && !error.retryable) throw new CrawlError(error.message);
@@ -257,7 +264,7 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool;
         let transient: OutboundError | undefined;
         for (const link of input.links) {
           try {
-            const result = await page(link);
+            const result = await page(link, input.subject);
             blocks.push(...result.blocks);
             pages.push(link);
           } catch (error) {
@@ -281,7 +288,7 @@ export function createCrawler(deps: { fetch: OutboundFetch; workers: WorkerPool;
         const isStart = url === start.href;
         let result;
         try {
-          result = await page(url);
+          result = await page(url, input.subject);
         } catch (error) {
           if (isStart || !(error instanceof CrawlError || error instanceof OutboundError)) throw error;
           continue;

@@ -59,6 +59,7 @@ export function createIngestion(options: IngestionOptions) {
         url: typeof job.source.url === 'string' ? job.source.url : undefined,
         links,
         relativeLinksLimit: typeof job.source.relative_links_limit === 'number' ? job.source.relative_links_limit : 10,
+        subject: { userId: job.user_id, knowledgebaseId: job.knowledgebase_id, documentId: job.document_id },
       });
       return result.blocks;
     }

@@ -1,25 +1,30 @@
-import { lookup as dnsLookup } from 'node:dns/promises';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { Resolver, lookup as dnsLookup } from 'node:dns/promises';
+import { isIP, type LookupFunction } from 'node:net';
 import { Agent, request } from 'undici';
+import type { Logger } from '../logger.js';
+import { isBlockedAddress } from './addresses.js';
+
+export { isBlockedAddress };
 
 /**
  * The one way the platform fetches a user-supplied URL (website crawling, mid-call tools,
  * webhooks). Only http and https; the host is resolved and every address is checked against
  * loopback, private, link-local, CGNAT, multicast, reserved and metadata ranges (IPv4 and IPv6,
- * including IPv4-mapped and NAT64 forms); the connection is pinned to the checked address so a
- * second DNS answer cannot slip past (rebinding); redirects are followed by hand and each hop is
- * checked again; bodies and time are capped.
+ * every IPv6 form that carries IPv4 included: see addresses.ts); the connection is pinned to the
+ * checked address so a second DNS answer cannot slip past (rebinding); redirects are followed by
+ * hand and each hop is checked again; bodies and time are capped. The same check answers, before a
+ * URL is stored, whether it would be refused now (`createDestinationCheck`).
  */
 
 export interface OutboundPolicy {
   /** Turns the private-range refusal off (local development and the test suite). */
   readonly allowPrivate: boolean;
-  /** Hosts exempt from the private-range refusal, e.g. an internal CRM. */
+  /** Hosts exempt from the private-range refusal, e.g. an internal CRM (lower case). */
   readonly allowHosts: ReadonlySet<string>;
 }
 
 export class OutboundError extends Error {
-  override readonly name = 'OutboundError';
+  override readonly name: string = 'OutboundError';
   constructor(
     message: string,
     /** Worth retrying later (timeouts, connection failures, 5xx are decided by the caller). */
@@ -30,36 +35,120 @@ export class OutboundError extends Error {
   }
 }
 
-const blocked = new BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24],
-  ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) blocked.addSubnet(network, prefix, 'ipv4');
-for (const [network, prefix] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['2001:db8::', 32], ['100::', 64],
-] as const) blocked.addSubnet(network, prefix, 'ipv6');
-
-/** The IPv4 address inside an IPv4-mapped (::ffff:a.b.c.d) or NAT64 (64:ff9b::/96) IPv6 address. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const dotted = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (dotted) return dotted[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (!hex) return undefined;
-  const high = parseInt(hex[1]!, 16);
-  const low = parseInt(hex[2]!, 16);
-  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+/** The guard refused the destination (never retryable; the same URL is refused again). */
+export class OutboundRefusal extends OutboundError {
+  override readonly name = 'OutboundRefusal';
+  constructor(
+    /** The URL's host, as the guard compares it. */
+    readonly host: string,
+    /** `local name`: localhost or *.localhost; `reserved address`: the host is or resolves to one. */
+    readonly reason: 'local name' | 'reserved address',
+    /** The refused address, when the host resolved to one. */
+    readonly address?: string,
+  ) {
+    super(`${host} resolves to a private or reserved address, which is not allowed`, false);
+  }
 }
 
-export function isBlockedAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 4) return blocked.check(address, 'ipv4');
-  if (family === 6) {
-    const v4 = embeddedIpv4(address);
-    return v4 !== undefined ? blocked.check(v4, 'ipv4') : blocked.check(address, 'ipv6');
+export interface ResolvedAddress {
+  readonly address: string;
+  readonly family: number;
+}
+
+/** Every address a host name resolves to; rejects when it resolves to none. */
+export type HostLookup = (host: string) => Promise<ResolvedAddress[]>;
+
+const systemLookup: HostLookup = (host) => dnsLookup(host, { all: true, verbatim: true });
+
+/** A URL's host as the policy compares it: lower case, without IPv6 brackets or a trailing dot. */
+function hostOf(url: URL): string {
+  return url.hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
+}
+
+/** Names that always mean this machine (RFC 6761), refused without asking a resolver. */
+function isLocalName(host: string): boolean {
+  return host === 'localhost' || host.endsWith('.localhost');
+}
+
+/**
+ * The addresses a request to `url` may connect to, every one of them checked against the policy
+ * (one refused address refuses the host: the connection could land on any of them).
+ * @throws OutboundRefusal when the host is refused;
+ *   OutboundError (retryable) when the name does not resolve, or not before `deadline`.
+ */
+async function checkedAddresses(policy: OutboundPolicy, lookup: HostLookup, url: URL, deadline: AbortSignal): Promise<ResolvedAddress[]> {
+  const literal = url.hostname.replace(/^\[|\]$/g, '');
+  const host = hostOf(url);
+  const exempt = policy.allowPrivate || policy.allowHosts.has(host);
+  if (!exempt && isLocalName(host)) throw new OutboundRefusal(host, 'local name');
+  let addresses: ResolvedAddress[];
+  if (isIP(literal)) addresses = [{ address: literal, family: isIP(literal) }];
+  else {
+    // A resolver that never answers must not hold the request past its time limit.
+    const timedOut = new Promise<never>((_, reject) => {
+      const abort = () => reject(new OutboundError(`Timed out resolving ${literal}`, true));
+      if (deadline.aborted) abort();
+      else deadline.addEventListener('abort', abort, { once: true });
+    });
+    try {
+      addresses = await Promise.race([lookup(literal), timedOut]);
+    } catch (cause) {
+      if (cause instanceof OutboundError) throw cause;
+      throw new OutboundError(`Could not resolve ${literal}`, true, { cause });
+    }
   }
-  return true;
+  const refused = exempt ? undefined : addresses.find((a) => isBlockedAddress(a.address));
+  if (refused) throw new OutboundRefusal(host, 'reserved address', refused.address);
+  if (addresses.length === 0) throw new OutboundError(`Could not resolve ${literal}`, true);
+  return addresses;
+}
+
+/**
+ * Whether the guard would refuse a URL now, for a service that stores one (a tool's endpoint, a
+ * webhook URL). True only for a certain refusal: a local name, an address literal in a refused
+ * range, or a name that resolves (within `timeoutMs`) to at least one refused address, the rule
+ * the fetch applies. A name that does not resolve, or not in time, passes: the network may be away
+ * now, and every fetch is checked again.
+ */
+export type DestinationCheck = (url: string) => Promise<boolean>;
+
+/**
+ * The resolver of the check before a URL is stored: DNS asked directly (c-ares, on the event loop)
+ * with one try cut at `timeoutMs`, so a slow name server cannot hold the libuv threads that
+ * getaddrinfo runs on (shared with files and crypto) for every tool a client creates. Names known
+ * only to /etc/hosts are not seen here; the fetch, which resolves through getaddrinfo, checks them.
+ */
+function directDnsLookup(timeoutMs: number): HostLookup {
+  const resolver = new Resolver({ timeout: timeoutMs, tries: 1 });
+  return async (host) => {
+    const answers = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+    const addresses = answers.flatMap((answer) => (answer.status === 'fulfilled' ? answer.value : []));
+    if (addresses.length === 0) throw (answers[0] as PromiseRejectedResult).reason;
+    return addresses.map((address) => ({ address, family: isIP(address) }));
+  };
+}
+
+export function createDestinationCheck(policy: OutboundPolicy, options: { lookup?: HostLookup; timeoutMs?: number } = {}): DestinationCheck {
+  const timeoutMs = options.timeoutMs ?? 2_000;
+  const lookup = options.lookup ?? directDnsLookup(timeoutMs);
+  return async function refuses(rawUrl) {
+    if (!URL.canParse(rawUrl)) return false;
+    const bound = new AbortController();
+    const timer = setTimeout(() => bound.abort(), timeoutMs);
+    try {
+      await checkedAddresses(policy, lookup, new URL(rawUrl), bound.signal);
+      return false;
+    } catch (error) {
+      return error instanceof OutboundRefusal;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}
+
+/** The 422 message of a stored URL the guard refuses, e.g. `refusedDestinationMessage('endpoint')`. */
+export function refusedDestinationMessage(attribute: string): string {
+  return `The ${attribute} must not point to a private, loopback or reserved address.`;
 }
 
 export interface OutboundRequest {
@@ -74,6 +163,12 @@ export interface OutboundRequest {
   readonly maxRedirects?: number;
   /** Refuse rather than cut bodies over maxBytes. */
   readonly refuseOversize?: boolean;
+  /**
+   * Whose request this is: the owner's `userId` and the resource's ids (`toolId`, `assistantId`
+   * and `deliveryId`, ...). A refusal of a request that names its subject is logged with it (warn,
+   * `outbound request refused`); ids only, never a URL, header or body.
+   */
+  readonly subject?: Readonly<Record<string, string | number | null>>;
 }
 
 export interface OutboundResponse {
@@ -95,36 +190,22 @@ function neutralHeaders(headers: OutboundRequest['headers']): OutboundRequest['h
   return Object.fromEntries(Object.entries(headers).filter(([name]) => NEUTRAL_HEADERS.has(name.toLowerCase())));
 }
 
-export function createOutboundFetch(policy: OutboundPolicy): OutboundFetch {
-  async function resolve(url: URL, deadline: AbortSignal): Promise<{ address: string; family: number }> {
+export interface OutboundFetchOptions {
+  /** Where refusals of requests that name their subject are logged. */
+  readonly logger?: Logger;
+  /** The resolver (tests answer for names they invent). @defaultValue the system's, through getaddrinfo */
+  readonly lookup?: HostLookup;
+}
+
+export function createOutboundFetch(policy: OutboundPolicy, options: OutboundFetchOptions = {}): OutboundFetch {
+  const lookup = options.lookup ?? systemLookup;
+
+  async function resolve(url: URL, deadline: AbortSignal): Promise<ResolvedAddress> {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OutboundError(`Only http and https URLs can be fetched (${url.protocol})`, false);
-    const host = url.hostname.replace(/^\[|\]$/g, '');
-    let addresses: Array<{ address: string; family: number }>;
-    if (isIP(host)) addresses = [{ address: host, family: isIP(host) }];
-    else {
-      // A resolver that never answers must not hold the request past its time limit.
-      const timedOut = new Promise<never>((_, reject) => {
-        const abort = () => reject(new OutboundError(`Timed out resolving ${host}`, true));
-        if (deadline.aborted) abort();
-        else deadline.addEventListener('abort', abort, { once: true });
-      });
-      try {
-        addresses = await Promise.race([dnsLookup(host, { all: true, verbatim: true }), timedOut]);
-      } catch (cause) {
-        if (cause instanceof OutboundError) throw cause;
-        throw new OutboundError(`Could not resolve ${host}`, true, { cause });
-      }
-    }
-    const exempt = policy.allowPrivate || policy.allowHosts.has(host.toLowerCase());
-    if (!exempt && addresses.some((a) => isBlockedAddress(a.address))) {
-      throw new OutboundError(`${host} resolves to a private or reserved address, which is not allowed`, false);
-    }
-    const first = addresses[0];
-    if (!first) throw new OutboundError(`Could not resolve ${host}`, true);
-    return first;
+    return (await checkedAddresses(policy, lookup, url, deadline))[0]!;
   }
 
-  return async function outboundFetch(rawUrl, init = {}) {
+  const guarded: OutboundFetch = async function fetchChecked(rawUrl, init = {}) {
     const deadline = AbortSignal.timeout(init.timeoutMs ?? 10_000);
     const maxBytes = init.maxBytes ?? 5 * 1024 * 1024;
     let url: URL;
@@ -197,6 +278,17 @@ export function createOutboundFetch(policy: OutboundPolicy): OutboundFetch {
       } finally {
         void dispatcher.close().catch(() => undefined);
       }
+    }
+  };
+
+  return async function outboundFetch(rawUrl, init = {}) {
+    try {
+      return await guarded(rawUrl, init);
+    } catch (error) {
+      if (error instanceof OutboundRefusal && init.subject) {
+        options.logger?.warn({ ...init.subject, host: error.host, address: error.address, reason: error.reason }, 'outbound request refused');
+      }
+      throw error;
     }
   };
 }

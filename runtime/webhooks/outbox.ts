@@ -110,6 +110,7 @@ const claimed = z.object({
   id: z.number(),
   delivery_id: z.string(),
   user_id: z.number(),
+  assistant_id: z.number().nullable(),
   call_id: z.number().nullable(),
   url: z.string(),
   body: z.string(),
@@ -199,7 +200,7 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         lease_expires_at = CASE WHEN lapsed THEN NULL ELSE now() + interval '60 seconds' END, updated_at = now(),
         last_error = CASE WHEN lapsed THEN 'The last attempt was never recorded (its worker stopped)' ELSE d.last_error END
       FROM next WHERE d.id = next.id
-      RETURNING d.id, d.delivery_id, d.user_id, d.call_id, d.url, d.body, d.attempts, d.status`);
+      RETURNING d.id, d.delivery_id, d.user_id, d.assistant_id, d.call_id, d.url, d.body, d.attempts, d.status`);
   }
 
   async function send(delivery: Claimed): Promise<void> {
@@ -215,6 +216,7 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
         timeoutMs: TIMEOUT_MS,
         maxBytes: RESPONSE_LIMIT,
         maxRedirects: 0,
+        subject: { userId: delivery.user_id, assistantId: delivery.assistant_id, deliveryId: delivery.delivery_id },
         headers: {
           'content-type': 'application/json',
           'user-agent': 'AssistantPlatform-Webhooks/1.0',

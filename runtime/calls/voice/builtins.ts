@@ -21,6 +21,8 @@ export interface BuiltinContext {
   readonly outbound: OutboundFetch;
   /** Cal.com API origin. @defaultValue https://api.cal.com */
   readonly calendarBaseUrl: string;
+  /** The owner and the call, named in the log when the guard refuses the calendar's address. */
+  readonly subject?: Readonly<Record<string, number>>;
 }
 
 export interface Builtin {
@@ -112,6 +114,7 @@ function calendarFunctions(context: BuiltinContext, apiKey: string, slug: string
       body: init.body === undefined ? undefined : JSON.stringify(init.body),
       timeoutMs: 10_000,
       maxBytes: 256 * 1024,
+      subject: context.subject && { ...context.subject, tool: 'calendar_integration' },
     });
     let body: unknown = null;
     try {
