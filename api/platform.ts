@@ -47,7 +47,7 @@ export async function startPlatform(config: Config, logger: Logger, options: Run
   const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   runtime.setListeningOrigin(origin);
   server.serve(buildApp({ config, logger, runtime }).routing);
-  logger.info({ host: config.host, port, ...startupFacts(config, runtime.publicUrl(), runtime.embeddedDirectory) }, 'platform listening');
+  logger.info({ pid: process.pid, host: config.host, port, ...startupFacts(config, runtime.publicUrl(), runtime.embeddedDirectory) }, 'platform listening');
 
   /**
    * The stop, in order; every wait is bounded, so a stop always ends:
@@ -59,9 +59,9 @@ export async function startPlatform(config: Config, logger: Logger, options: Run
    *    with its charge and its webhook in the outbox; replies still being written are cut short and
    *    refunded.
    * 4. Close the HTTP server: the requests in flight finish (up to 10 s), then every connection closes.
-   * 5. Background work: webhook attempts in flight finish, evaluations and document jobs get 10 s
-   *    (jobs still running are given back for the next start); then the worker threads and the
-   *    database pool close and, last, the embedded PostgreSQL stops.
+   * 5. Background work: webhook attempts in flight finish, evaluations get 10 s, document jobs
+   *    (none claimed since step 1) still running are given back for the next start; then the
+   *    worker threads and the database pool close and, last, the embedded PostgreSQL stops.
    */
   async function stop(options: StopOptions = {}): Promise<void> {
     const graceMs = options.graceMs ?? config.shutdownGraceMs;

@@ -73,9 +73,9 @@ export interface Runtime {
    */
   endLive(goodbyeMs: number, cutShort?: Promise<void>): Promise<void>;
   /**
-   * Stop, last step: background work (webhook attempts in flight finish, evaluations and document
-   * jobs get `graceMs`, after which jobs are given back), the worker threads, the pool, and then
-   * the embedded PostgreSQL.
+   * Stop, last step: background work (webhook attempts in flight finish, evaluations get
+   * `graceMs`, document jobs still running are given back), the worker threads, the pool, and
+   * then the embedded PostgreSQL.
    */
   stop(graceMs?: number): Promise<void>;
 }
@@ -285,6 +285,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       stopping = true;
       voice.drain();
       conversationEngine.drain();
+      ingestion.drain();
     },
     async quiet() {
       await Promise.all([voice.quiet(), conversationEngine.quiet()]);
@@ -306,8 +307,9 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       await voice.stop();
       await conversationEngine.stop();
       // Side by side: an attempt in flight finishes (it has its own 10 s limit), an evaluation left
-      // unfinished is taken up again at the next start, a document job given back is run again.
-      await Promise.all([webhookWorker.stop(), within(evaluator.idle(), graceMs), ingestion.stop(graceMs)]);
+      // unfinished after `graceMs` is taken up again at the next start, and a document job still
+      // running (it had the whole stop so far) is given back to be run again.
+      await Promise.all([webhookWorker.stop(), within(evaluator.idle(), graceMs), ingestion.stop(0)]);
       await workers.close();
       await db.end();
       await embedded?.stop();

@@ -21,6 +21,8 @@ t.test('defaults', async (t) => {
   t.equal(config.publicUrl, 'http://127.0.0.1:3000');
   t.equal(config.logLevel, 'info');
   t.ok(config.workerPoolSize >= 1);
+  t.equal(config.shutdownGraceMs, 30_000, 'a stop gives live calls 30 s');
+  t.same(config.callPresence, { heartbeatMs: 1_000, orphanAfterMs: 30_000, sweepMs: 10_000 }, 'heartbeat every second; a call unvouched for 30 s is swept, sweeps 10 s apart');
 });
 
 t.test('explicit values', async (t) => {
@@ -50,6 +52,10 @@ t.test('bad values name the variable', async (t) => {
     [{ LOG_LEVEL: 'loud' }, /^Invalid LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent/],
     [{ ADMIN_TOKEN: 'short' }, /^Invalid ADMIN_TOKEN: must be at least 16 characters/],
     [{ WORKER_POOL_SIZE: '0' }, /^Invalid WORKER_POOL_SIZE/],
+    [{ SHUTDOWN_GRACE_SECONDS: '-1' }, /^Invalid SHUTDOWN_GRACE_SECONDS: expected an integer from 0 to 3600/],
+    [{ CALL_HEARTBEAT_MS: '10' }, /^Invalid CALL_HEARTBEAT_MS: expected an integer from 100 to 60000/],
+    [{ CALL_HEARTBEAT_MS: '1000', CALL_ORPHAN_AFTER_MS: '2000' }, /^Invalid CALL_ORPHAN_AFTER_MS: must be at least three heartbeats \(3 × CALL_HEARTBEAT_MS = 3000\), got "2000"$/],
+    [{ CALL_SWEEP_MS: 'often' }, /^Invalid CALL_SWEEP_MS/],
   ];
   for (const [env, pattern] of cases) {
     const error = (() => {

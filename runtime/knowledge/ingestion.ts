@@ -199,6 +199,11 @@ export function createIngestion(options: IngestionOptions) {
     wake(): void {
       if (running) void drain();
     },
+    /** The first step of a stop: no new job is claimed; the jobs in hand go on until `stop`. */
+    drain(): void {
+      running = false;
+      if (timer) clearTimeout(timer);
+    },
     /**
      * Stops claiming and waits up to `graceMs` for the jobs in hand (a claim under way included);
      * those still running then are given back, due at once, for the next start or another process

@@ -7,6 +7,7 @@ import type { RuntimeOptions } from '../../runtime/platform.js';
 import { loadConfig, type Config } from '../../runtime/config.js';
 import { createLogger } from '../../runtime/logger.js';
 import { freshDatabase } from './database.js';
+import { fakeResolver } from './resolver.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 
@@ -66,7 +67,8 @@ export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-data-'));
   const config = loadConfig({}, { port: 0, host: '127.0.0.1', dataDir, databaseUrl, adminToken: ADMIN_TOKEN, logLevel: logTo ? 'info' : 'silent', databasePoolSize: 4, workerPoolSize: 1, ...overrides });
   const logger = logTo ? createLogger(config.logLevel, { write: (line: string) => logTo(JSON.parse(line) as Record<string, unknown>) }) : createLogger(config.logLevel);
-  const platform = await startPlatform(config, logger, options);
+  // No test asks the real DNS (CI may have none): names resolve only where a test says so.
+  const platform = await startPlatform(config, logger, { lookup: fakeResolver({ localhost: ['127.0.0.1'] }), ...options });
   t.teardown(async () => {
     // No grace and no goodbyes (a manual clock would never play them); the calls' ends are still saved.
     await platform.close({ graceMs: 0, hurry: Promise.resolve() });

@@ -27,8 +27,8 @@ export interface ServerProcess {
   /** Everything written to stderr so far. */
   stderr(): string;
   readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>;
-  /** The first log line with this message; rejects if the process exits before writing it. */
-  line(msg: string): Promise<LogLine>;
+  /** The first log line with this message (or that `match` accepts); rejects if the process exits before writing it. */
+  line(msg: string | ((line: LogLine) => boolean)): Promise<LogLine>;
   /** `http://127.0.0.1:PORT` once the server listens; rejects if it exits first. */
   listening(): Promise<string>;
 }
@@ -53,22 +53,27 @@ export function spawnServer(options: ServerProcessOptions): ServerProcess {
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
   const log: LogLine[] = [];
-  const waiting = new Map<string, (line: LogLine) => void>();
+  const waiting = new Set<{ match: (line: LogLine) => boolean; found: (line: LogLine) => void }>();
   createInterface({ input: child.stdout! }).on('line', (text) => {
     if (!text.startsWith('{')) return;
     const line = JSON.parse(text) as LogLine;
     log.push(line);
-    waiting.get(line.msg)?.(line);
+    for (const waiter of waiting) {
+      if (!waiter.match(line)) continue;
+      waiting.delete(waiter);
+      waiter.found(line);
+    }
   });
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
 
-  const line = (msg: string): Promise<LogLine> =>
+  const line = (msg: string | ((line: LogLine) => boolean)): Promise<LogLine> =>
     new Promise((resolve, reject) => {
-      const seen = log.find((entry) => entry.msg === msg);
+      const match = typeof msg === 'string' ? (entry: LogLine) => entry.msg === msg : msg;
+      const seen = log.find(match);
       if (seen) return resolve(seen);
-      waiting.set(msg, resolve);
-      void exited.then(({ code, signal }) => reject(new Error(`server exited (${code ?? signal}) before logging "${msg}": ${stderr.trim()}`)));
+      waiting.add({ match, found: resolve });
+      void exited.then(({ code, signal }) => reject(new Error(`server exited (${code ?? signal}) before logging "${String(msg)}": ${stderr.trim()}`)));
     });
   return {
     child,
@@ -136,4 +141,46 @@ export function descendants(pid: number): number[] {
 /** SIGKILLs those of `pids` still running: a test's clean-up after a failure. */
 export function killLeftovers(pids: readonly number[]): void {
   for (const pid of pids) if (isRunning(pid)) process.kill(pid, 'SIGKILL');
+}
+
+export interface RunningServer extends ServerProcess {
+  readonly origin: string;
+  /** The server's own process (from its log): `npm start` execs it under the npm process. */
+  readonly pid: number;
+  /** REST under `/api`, JSON both ways; `token` as a bearer. */
+  api<T = any>(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: T; headers: Headers }>;
+}
+
+/** `spawnServer` that resolves once the server listens and is SIGKILLed (its group, when detached) if a test ends with it running. */
+export async function startServer(t: { teardown(fn: () => unknown): void }, options: ServerProcessOptions): Promise<RunningServer> {
+  const server = spawnServer(options);
+  t.teardown(() => {
+    const { child } = server;
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    try {
+      if (options.detached) process.kill(-child.pid!, 'SIGKILL');
+      else child.kill('SIGKILL');
+    } catch {
+      // gone already
+    }
+  });
+  const listening = await server.line('platform listening');
+  const origin = `http://127.0.0.1:${listening.port as number}`;
+  async function api<T>(method: string, path: string, body?: unknown, token?: string) {
+    const response = await fetch(`${origin}/api${path}`, {
+      method,
+      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: (text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text) as T, headers: response.headers };
+  }
+  return { ...server, origin, pid: listening.pid as number, api };
+}
+
+/** The superuser URL of the embedded PostgreSQL a running server started under `dataDir`. */
+export async function embeddedUrl(server: ServerProcess, dataDir: string): Promise<string> {
+  const started = await server.line('embedded PostgreSQL started');
+  const password = (await readFile(join(dataDir, 'postgres.password'), 'utf8')).trim();
+  return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${started.port as number}/assistant_platform`;
 }
