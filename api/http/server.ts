@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import { createServer } from 'node:net';
 import uWS from 'uWebSockets.js';
 import { PlatformError, StartupError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';
 import type { Principal } from '../../runtime/auth/service.js';
 import { parseJson, parseMultipart, parseQuery } from './body.js';
-import { BodyDrain, REFUSED_BODY_DRAIN, writeAnswerLeavingOpen, type DrainBound } from './refusal.js';
+import { REFUSED_BODY_DRAIN, type BodyDrain, type DrainBound } from './refusal.js';
+import { drainBody, refuseDuringBody, streamBody, write, type Ending, type Exchange } from './respond.js';
 import { clientAddress } from './params.js';
 import { errorResponse } from './errors.js';
 import type { Router } from './router.js';
@@ -68,10 +68,6 @@ export class PortInUseError extends StartupError {
 /** A 503 while the server is starting or stopping: the client tries again shortly. */
 const UNAVAILABLE_RETRY_S = '5';
 
-const CORS_HEADERS: Readonly<Record<string, string>> = {
-  'Access-Control-Allow-Origin': '*',
-  'Access-Control-Expose-Headers': 'X-Request-Id, Retry-After',
-};
 const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   'Access-Control-Allow-Methods': 'GET, POST, PUT, PATCH, DELETE, OPTIONS',
   'Access-Control-Allow-Headers': 'Authorization, Content-Type, X-Request-Id, Accept',
@@ -82,138 +78,6 @@ const TOO_LARGE: ApiResponse = { status: 413, body: { message: 'The request body
 const SINGLE_HEADERS = new Set(['content-length', 'transfer-encoding', 'authorization', 'content-type', 'host']);
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-function statusLine(status: number): string {
-  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
-}
-
-interface Exchange {
-  aborted: boolean;
-  readonly res: uWS.HttpResponse;
-  /** Told when the client goes away (a streamed body waiting to write stops). */
-  onAbort?: () => void;
-  /** Set once a refusal is answered while its body is still arriving: takes the rest of it. */
-  drain?: BodyDrain;
-}
-
-/**
- * How a written answer leaves the connection: open for the next request, closed at once (the
- * request's framing cannot be trusted), or closed once the rest of a refused body is read
- * (`refusal.ts`).
- */
-type Ending = 'reuse' | 'close' | 'drain';
-
-function writeHead(res: uWS.HttpResponse, requestId: string, response: ApiResponse): void {
-  res.writeStatus(statusLine(response.status));
-  res.writeHeader('X-Request-Id', requestId);
-  for (const [name, value] of Object.entries(CORS_HEADERS)) res.writeHeader(name, value);
-  for (const [name, value] of Object.entries(response.headers ?? {})) res.writeHeader(name, value);
-}
-
-/**
- * Sends a `StreamBody` chunk by chunk, each when the socket has taken the one before (uWS
- * backpressure: `tryEnd`, then the rest of the chunk from the one `onWritable` handler), so a large
- * file is never held in memory whole and a slow client slows only its own download. The first
- * chunk is read before anything is written, so a source that fails at once is a 500; one that
- * fails or ends short later closes the connection (the promised length cannot be met); an aborted
- * request stops the reading.
- */
-async function streamBody(exchange: Exchange, requestId: string, response: ApiResponse, body: StreamBody, log: Logger): Promise<void> {
-  // A client gone while the handler worked (a player cancelling its first range request): uWS
-  // throws on any use of the response now, and nothing of the body has been opened yet.
-  if (exchange.aborted) return;
-  const { res } = exchange;
-  let headed = false;
-  let finished = false;
-  // The chunk the socket has not taken yet, from which write offset, and who waits for it.
-  let waiting: { data: Buffer; from: number; taken: (ok: boolean) => void } | undefined;
-  const send = (data: Buffer): boolean => {
-    let ok = false;
-    res.cork(() => {
-      if (!headed) writeHead(res, requestId, response);
-      headed = true;
-      const [sent, done] = res.tryEnd(data, body.size);
-      ok = sent;
-      if (done) finished = true;
-    });
-    return ok || finished;
-  };
-  res.onWritable((offset) => {
-    const pending = waiting;
-    if (!pending) return true;
-    let ok = false;
-    const [sent, done] = res.tryEnd(pending.data.subarray(offset - pending.from), body.size);
-    ok = sent;
-    if (done) finished = true;
-    if (ok || finished) {
-      waiting = undefined;
-      pending.taken(true);
-    }
-    return ok || finished;
-  });
-  exchange.onAbort = () => {
-    const pending = waiting;
-    waiting = undefined;
-    pending?.taken(false);
-  };
-  const stop = () => {
-    if (exchange.aborted || finished) return;
-    finished = true;
-    try {
-      res.close();
-    } catch {
-      // Already gone.
-    }
-  };
-  const chunks = body.chunks()[Symbol.asyncIterator]();
-  try {
-    let next = await chunks.next();
-    while (!next.done) {
-      if (exchange.aborted || finished) return;
-      const from = res.getWriteOffset();
-      if (!send(next.value)) {
-        const taken = await new Promise<boolean>((resolve) => (waiting = { data: next.value as Buffer, from, taken: resolve }));
-        if (!taken || exchange.aborted) return;
-      }
-      if (finished) return;
-      next = await chunks.next();
-    }
-    if (exchange.aborted) return;
-    if (!headed && body.size === 0) res.cork(() => (writeHead(res, requestId, response), res.endWithoutBody(0)));
-    else stop();
-  } catch (error) {
-    log.warn({ err: error }, 'a streamed response failed');
-    if (!headed) write(exchange, requestId, { status: 500, body: { message: 'Server error.' } }, true);
-    else stop();
-  } finally {
-    await chunks.return?.().catch(() => undefined);
-  }
-}
-
-function hasContentType(response: ApiResponse): boolean {
-  return Object.keys(response.headers ?? {}).some((name) => name.toLowerCase() === 'content-type');
-}
-
-function write(exchange: Exchange, requestId: string, response: ApiResponse, closeConnection = false): void {
-  if (exchange.aborted) return;
-  const { res } = exchange;
-  let payload: string | Buffer | undefined;
-  let contentType: string | undefined;
-  if (response.body === undefined || response.status === 204) payload = undefined;
-  else if (typeof response.body === 'string' || Buffer.isBuffer(response.body)) {
-    payload = response.body;
-    contentType = 'text/plain; charset=utf-8';
-  } else {
-    payload = JSON.stringify(response.body);
-    contentType = 'application/json';
-  }
-  res.cork(() => {
-    writeHead(res, requestId, response);
-    if (contentType && !hasContentType(response)) res.writeHeader('Content-Type', contentType);
-    if (payload === undefined) res.endWithoutBody(0, closeConnection);
-    else res.end(payload, closeConnection);
-  });
-}
 
 /**
  * Why uWS could not bind (it says only that it could not): the same bind tried with Node's own
@@ -228,22 +92,6 @@ function bindFailure(host: string, port: number): Promise<PortInUseError> {
     );
     probe.listen({ host, port, exclusive: true }, () => probe.close(() => done('the port is in use by another server')));
   });
-}
-
-/** Answers a refusal whose body is still arriving, then reads the rest of that body (`refusal.ts`). */
-function refuseDuringBody(exchange: Exchange, requestId: string, response: ApiResponse, bound: DrainBound): void {
-  if (exchange.aborted) return;
-  const { res } = exchange;
-  res.cork(() => {
-    writeHead(res, requestId, response);
-    writeAnswerLeavingOpen(res, response.body, hasContentType(response));
-  });
-  exchange.drain = new BodyDrain(exchange, bound);
-}
-
-/** Hands every later chunk of a body to the exchange's drain; for refusals decided before any chunk. */
-function drainBody(exchange: Exchange): void {
-  exchange.res.onData((chunk, isLast) => exchange.drain?.take(chunk.byteLength, isLast));
 }
 
 function bearer(header: string | undefined): string | undefined {
