@@ -1,16 +1,11 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
+import { sql, UniqueIntegrityConstraintViolationError } from 'slonik';
 import { z } from 'zod';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
-import type { CatalogService } from '../catalog/service.js';
-import type { Clock } from '../clock.js';
 import { PlatformError, ValidationError } from '../errors.js';
-import type { KnowledgeService } from '../knowledge/service.js';
-import type { LlmRegistry } from '../llm/registry.js';
 import type { Logger } from '../logger.js';
-import type { OutboundFetch } from '../net/outbound.js';
 import { isoTimestamp } from '../time.js';
 import { userBalance } from '../users/repository.js';
 import type { CallStatus } from '../../schemas/calls.js';
@@ -24,7 +19,6 @@ import { FRAME_MS } from './voice/audio.js';
 import { callerNumber } from '../phoneNumbers/repository.js';
 import { WavRecorder } from './recording.js';
 import { CONNECT_TIMEOUT_MS, type CarrierFailure } from './voice/machine.js';
-import type { SpeechRegistry } from './voice/registry.js';
 import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from './voice/session.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
 
@@ -44,19 +38,11 @@ export interface VoiceMetrics {
   droppedCallerFrame(): void;
 }
 
-export interface VoiceDeps {
-  readonly pool: DatabasePool;
-  readonly catalog: CatalogService;
-  readonly llm: LlmRegistry;
-  readonly speech: SpeechRegistry;
-  readonly knowledge: KnowledgeService;
-  readonly outbound: OutboundFetch;
+export interface VoiceDeps extends CallSpecDeps {
   readonly carrier: Carrier;
-  readonly clock: Clock;
   readonly logger: Logger;
   /** The public origin (PUBLIC_URL), resolved once the server listens. */
   publicUrl(): string;
-  readonly calendarBaseUrl: string;
   /** Where recordings are written (`DATA_DIR/recordings`). */
   readonly recordingsDir: string;
   /** The signed URL of a call's recording (for the webhook payload). */
@@ -155,7 +141,6 @@ export function createVoiceService(deps: VoiceDeps) {
   }
 
   const wsBase = () => deps.publicUrl().replace(/^http/, 'ws');
-  const specDeps: CallSpecDeps = deps;
 
   function schedule(): void {
     if (tickTimer !== undefined || stopped || live.size === 0) return;
@@ -283,7 +268,7 @@ export function createVoiceService(deps: VoiceDeps) {
       variables: call.variables,
       carrierCallId: call.carrierCallId,
     });
-    const spec = await callSpec(specDeps, assistant, { callId: id, type: call.type, variables: call.variables });
+    const spec = await callSpec(deps, assistant, { callId: id, type: call.type, variables: call.variables });
     const token = randomBytes(24).toString('base64url');
     let resolveEnded!: () => void;
     const ended = new Promise<void>((resolve) => (resolveEnded = resolve));
