@@ -151,18 +151,17 @@ export interface RunningServer extends ServerProcess {
   api<T = any>(method: string, path: string, body?: unknown, token?: string): Promise<{ status: number; body: T; headers: Headers }>;
 }
 
-/** `spawnServer` that resolves once the server listens and is SIGKILLed (its group, when detached) if a test ends with it running. */
+/**
+ * `spawnServer` that resolves once the server listens. A test that ends with it running SIGKILLs
+ * it and everything it started (npm, the server under it, its embedded PostgreSQL in a session of
+ * its own): killing npm alone would leave the server running with no parent.
+ */
 export async function startServer(t: { teardown(fn: () => unknown): void }, options: ServerProcessOptions): Promise<RunningServer> {
   const server = spawnServer(options);
   t.teardown(() => {
     const { child } = server;
     if (child.exitCode !== null || child.signalCode !== null) return;
-    try {
-      if (options.detached) process.kill(-child.pid!, 'SIGKILL');
-      else child.kill('SIGKILL');
-    } catch {
-      // gone already
-    }
+    killLeftovers([...descendants(child.pid!), child.pid!]);
   });
   const listening = await server.line('platform listening');
   const origin = `http://127.0.0.1:${listening.port as number}`;
