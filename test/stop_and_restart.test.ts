@@ -22,8 +22,9 @@ import { html, startSite, type TestSite } from './helpers/site.js';
  *    stopped. After the restart every call has its final status, duration, cost, transcript (with
  *    the goodbye), recording, one ledger entry and exactly one delivered webhook; the document is
  *    ingested; no message is charged without a reply or a refund.
- * 2. SIGINT to the whole process group (Ctrl-C in a terminal): the embedded PostgreSQL, in a
- *    group of its own, is stopped by the server after the calls are saved, not by the signal.
+ * 2. The same with SIGINT to the whole process group (Ctrl-C in a terminal): the embedded
+ *    PostgreSQL, in a session of its own, is stopped by the server after the calls are saved, not
+ *    by the signal, and the signal npm passes on besides the terminal's is not taken for a second.
  */
 
 const GRACE_SECONDS = 3;
@@ -185,9 +186,21 @@ async function checkCalls(t: Test, server: ServerProcess, a: Account, db: string
   t.same(new Map([...receiver.byCall].map(([id, ids]) => [id, ids.length])), new Map(calls.map((call) => [call.id, 1])), 'the receiver got each exactly once');
 }
 
-t.test('SIGTERM to npm start with live calls, a webhook in flight, a crawl and two replies under way; then a restart', async (t) => {
+/** How an operator stops the server: the signal, and to whom it goes. */
+interface StopBy {
+  readonly name: string;
+  /** The server runs as a terminal's job: in a process group of its own. */
+  readonly detached: boolean;
+  send(server: ServerProcess): void;
+}
+
+/**
+ * The server busy with everything that can be lost at once, stopped by `by`, and what the next
+ * start finds.
+ */
+async function busyStopAndRestart(t: Test, by: StopBy): Promise<void> {
   const w = await world(t);
-  const server = await startServer(t, w.options());
+  const server = await startServer(t, w.options({ detached: by.detached }));
   const a = await account(server, w.receiver);
 
   const outbound = [await callOut(server, a, '+14155550101'), await callOut(server, a, '+14155550102')];
@@ -217,7 +230,7 @@ t.test('SIGTERM to npm start with live calls, a webhook in flight, a crawl and t
   await until('the second reply to be asked for', () => (w.fake.requests.length === 2 ? true : undefined));
 
   const signalled = Date.now();
-  t.ok(server.child.kill('SIGTERM'), 'SIGTERM sent to the npm process');
+  by.send(server);
   t.match(await until('the server to refuse new work', async () => {
     const health = await server.api('GET', '/../health');
     return health.status === 503 ? health : undefined;
@@ -232,13 +245,20 @@ t.test('SIGTERM to npm start with live calls, a webhook in flight, a crawl and t
 
   const exit = await server.exited;
   const stoppedIn = Date.now() - signalled;
-  t.same(exit, { code: 0, signal: null }, 'npm start exits 0');
+  t.equal(exit.code, 0, 'npm start exits 0');
   t.notOk(isRunning(server.pid), 'the server process is gone (no orphan)');
   t.ok(stoppedIn < (GRACE_SECONDS + 20) * 1000, `from the signal to the exit: ${stoppedIn} ms (grace ${GRACE_SECONDS} s)`);
-  t.ok(server.log.some((l) => l.msg === 'embedded PostgreSQL stopped'), 'the server stopped its database, last');
-  await t.rejects(stat(join(w.dataDir, 'postgres', 'postmaster.pid')), 'and no PostgreSQL is left running');
+  t.equal(server.log.filter((l) => /^shutting down|^second signal/.test(l.msg)).length, 1, 'one stop, never taken for a second signal');
+  // By the lines' own times (pino may hand two lines written in the same millisecond to the pipe out of order).
+  const at = (msg: string) => server.log.filter((l) => l.msg === msg).map((l) => Number(l.time));
+  const endsSaved = Math.max(...at('call status'));
+  const [databaseStopped] = at('embedded PostgreSQL stopped');
+  t.ok(databaseStopped !== undefined && databaseStopped >= endsSaved, 'the calls ended first, then the server stopped its database');
+  t.ok(at('platform stopped').every((time) => time >= databaseStopped!), 'last of all');
+  t.notOk(server.log.some((l) => l.msg === 'call state could not be saved'), 'every call state was saved');
+  await t.rejects(stat(join(w.dataDir, 'postgres', 'postmaster.pid')), 'no PostgreSQL is left running');
   t.ok(inbound.phone.closed && web.line.closed, 'the callers on the line were hung up on');
-  t.comment(`stop after SIGTERM: ${stoppedIn} ms with ${outbound.length + 2} live calls, grace ${GRACE_SECONDS} s`);
+  t.comment(`stop after ${by.name}: ${stoppedIn} ms with ${outbound.length + 2} live calls, grace ${GRACE_SECONDS} s`);
 
   crawled = true;
   const restarted = await startServer(t, w.options());
@@ -262,34 +282,12 @@ t.test('SIGTERM to npm start with live calls, a webhook in flight, a crawl and t
 
   restarted.child.kill('SIGTERM');
   t.same(await restarted.exited, { code: 0, signal: null });
-});
+}
 
-t.test('SIGINT to the whole process group (Ctrl-C): the server stops its database itself, after the calls are saved', async (t) => {
-  const w = await world(t);
-  const server = await startServer(t, w.options({ detached: true }));
-  const a = await account(server, w.receiver);
-  const outbound = await callOut(server, a, '+14155550103');
-  const web = await webCall(server, a);
-  await inProgress(server, a, [outbound, web.id]);
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
+t.test('SIGTERM to the process npm start started, with everything under way; then a restart', (t) =>
+  busyStopAndRestart(t, { name: 'SIGTERM', detached: false, send: (server) => void server.child.kill('SIGTERM') }),
+);
 
-  const signalled = Date.now();
-  process.kill(-server.child.pid!, 'SIGINT');
-  const exit = await server.exited;
-  const stoppedIn = Date.now() - signalled;
-  t.equal(exit.code, 0, 'npm start exits 0');
-  t.notOk(isRunning(server.pid), 'the server process is gone');
-  const order = [...server.log].sort((x, y) => Number(x.time) - Number(y.time)).map((l) => l.msg).filter((msg) => /^(call status|embedded PostgreSQL stopped|platform stopped)$/.test(msg));
-  t.same(order.slice(-4), ['call status', 'call status', 'embedded PostgreSQL stopped', 'platform stopped'], 'the calls ended first, the database last, stopped by the server');
-  t.notOk(server.log.some((l) => l.msg === 'call state could not be saved'), 'every call state was saved');
-  t.comment(`stop after SIGINT to the group: ${stoppedIn} ms`);
-
-  const restarted = await startServer(t, w.options());
-  const db = await embeddedUrl(restarted, w.dataDir);
-  await checkCalls(t, restarted, a, db, w.receiver, [
-    { id: outbound, status: 'ended', goodbye: true },
-    { id: web.id, status: 'ended', goodbye: true },
-  ]);
-  restarted.child.kill('SIGTERM');
-  await restarted.exited;
-});
+t.test('SIGINT to the whole process group (Ctrl-C in a terminal), with everything under way; then a restart', (t) =>
+  busyStopAndRestart(t, { name: 'SIGINT to the group', detached: true, send: (server) => process.kill(-server.child.pid!, 'SIGINT') }),
+);
