@@ -1,5 +1,7 @@
 import t from 'tap';
 import { startFakeOpenAi } from './fakes/openai.js';
+import { claimJob, completeJob, failJob, releaseJob, renewLease, retryJob } from '../runtime/knowledge/jobs.js';
+import { createDatabasePool } from '../runtime/store/pool.js';
 import { withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
 import { html, startSite } from './helpers/site.js';
@@ -17,7 +19,8 @@ import { callIn, voiceSetup } from './helpers/voice.js';
  * 4. A reply under way is answered within the grace; one still being written after it is cut
  *    short (503) and its message refunded: no message is left charged without a reply or refund.
  * 5. A document job still running at the stop is given back (due at once, its run not counted)
- *    and the next start runs it.
+ *    and the next start runs it; the given-back run, if it still ends, touches nothing of the
+ *    job's next claim.
  */
 
 const form = (fields: Record<string, string>) => ({ raw: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
@@ -119,6 +122,22 @@ t.test('a document job still running at the stop is given back, due at once and 
   await api.platform.close({ graceMs: 0, hurry: Promise.resolve() });
   const job = await withClient(api.databaseUrl, async (db) => (await db.query(`SELECT status, attempts, run_after <= now() AS due FROM document_jobs WHERE document_id = $1`, [doc])).rows[0]);
   t.same(job, { status: 'pending', attempts: 0, due: true }, 'given back: pending, due, its run not counted');
+
+  // The given-back run may still end in the stopping process (its worker threads closed under it):
+  // whatever it then records or renews must not touch the job's next claim.
+  const pool = await createDatabasePool(api.databaseUrl, { maximumPoolSize: 1 });
+  t.teardown(() => pool.end());
+  const old = (await claimJob(pool, 60_000))!;
+  await releaseJob(pool, old);
+  const again = (await claimJob(pool, 60_000))!;
+  t.equal(again.attempts, old.attempts, 'claimed again with the same attempt count');
+  await retryJob(pool, old, 'the old run failed', 60_000);
+  await failJob(pool, old, 'the old run failed');
+  await renewLease(pool, old, 3_600_000);
+  t.equal(await completeJob(pool, old), 'superseded', 'the old run\'s outcome is not recorded');
+  const row = await withClient(api.databaseUrl, async (db) => (await db.query(`SELECT status, claim::text AS claim, lease_expires_at < now() + interval '2 minutes' AS own_lease, last_error FROM document_jobs WHERE document_id = $1`, [doc])).rows[0]);
+  t.same(row, { status: 'running', claim: again.claim, own_lease: true, last_error: null }, 'the new claim is untouched: running, its lease, no error');
+  await releaseJob(pool, again);
 
   hold = false;
   const next = await startTestPlatform(t, { outboundAllowPrivate: true, databaseUrl: api.databaseUrl });

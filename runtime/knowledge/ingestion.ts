@@ -128,7 +128,7 @@ export function createIngestion(options: IngestionOptions) {
       return;
     }
     const renew = setInterval(() => {
-      renewLease(pool, job.id, options.leaseMs).catch((error: unknown) => logger.warn({ err: error, jobId: job.id }, 'could not renew job lease'));
+      renewLease(pool, job, options.leaseMs).catch((error: unknown) => logger.warn({ err: error, jobId: job.id }, 'could not renew job lease'));
     }, Math.max(50, Math.floor(options.leaseMs / 3)));
     try {
       await process(job);

@@ -10,6 +10,8 @@ import { refreshKnowledgebaseStatus } from './repository.js';
 
 export const claimedJob = z.object({
   id: z.number(),
+  /** This claim's own id: the job is this run's while it carries it. */
+  claim: z.string(),
   document_id: z.number(),
   attempts: z.number(),
   user_id: z.number(),
@@ -30,29 +32,29 @@ export async function claimJob(db: CommonQueryMethods, leaseMs: number): Promise
       LIMIT 1
       FOR UPDATE SKIP LOCKED
     ), claimed AS (
-      UPDATE document_jobs j SET status = 'running', attempts = j.attempts + 1,
+      UPDATE document_jobs j SET status = 'running', attempts = j.attempts + 1, claim = gen_random_uuid(),
         lease_expires_at = now() + ${leaseMs} * interval '1 millisecond', updated_at = now()
       FROM next WHERE j.id = next.id
-      RETURNING j.id, j.document_id, j.attempts
+      RETURNING j.id, j.claim, j.document_id, j.attempts
     )
-    SELECT c.id, c.document_id, c.attempts, d.user_id, d.knowledgebase_id, d.type, d.source,
+    SELECT c.id, c.claim::text AS claim, c.document_id, c.attempts, d.user_id, d.knowledgebase_id, d.type, d.source,
       (SELECT l.iso_2 FROM assistants a JOIN languages l ON l.id = a.language_id
        WHERE a.knowledgebase_id = d.knowledgebase_id ORDER BY a.id LIMIT 1) AS language
     FROM claimed c JOIN documents d ON d.id = c.document_id`);
 }
 
-export async function renewLease(db: CommonQueryMethods, jobId: number, leaseMs: number): Promise<void> {
+/**
+ * The job as this claim holds it: running, under this claim. A worker whose lease ran out while it
+ * still worked, or whose job was given back at a stop, finds the job claimed again (or settled)
+ * and must not record an outcome over the newer claim's, nor renew its lease.
+ */
+const ownClaim = (job: ClaimedJob) => sql.fragment`id = ${job.id} AND status = 'running' AND claim = ${job.claim}::uuid`;
+
+export async function renewLease(db: CommonQueryMethods, job: ClaimedJob, leaseMs: number): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE document_jobs SET lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
-    WHERE id = ${jobId} AND status = 'running'`);
+    WHERE ${ownClaim(job)}`);
 }
-
-/**
- * The job as this claim holds it: running, claimed this many times. A worker whose lease ran out
- * while it still worked finds the job claimed again (or settled) and must not record an outcome
- * over the newer claim's.
- */
-const ownClaim = (job: ClaimedJob) => sql.fragment`id = ${job.id} AND status = 'running' AND attempts = ${job.attempts}`;
 
 /**
  * Final success: document active, job done, knowledgebase status recomputed. `deleted` when the
@@ -88,10 +90,11 @@ export async function retryJob(db: CommonQueryMethods, job: ClaimedJob, message:
 
 /**
  * Gives a claimed job back at a stop: due at once, and the run not counted against its attempts.
- * A run that still finishes afterwards finds its claim gone and records nothing.
+ * A run that still finishes afterwards (or fails, its worker threads closed) finds its claim gone
+ * and records nothing.
  */
 export async function releaseJob(db: CommonQueryMethods, job: ClaimedJob): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE document_jobs SET status = 'pending', attempts = attempts - 1, lease_expires_at = NULL, run_after = now(), updated_at = now()
+    UPDATE document_jobs SET status = 'pending', attempts = attempts - 1, claim = NULL, lease_expires_at = NULL, run_after = now(), updated_at = now()
     WHERE ${ownClaim(job)}`);
 }
