@@ -218,15 +218,16 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
       if (hasBody) drainBody(exchange);
       return;
     }
-    // The token is checked while the body arrives; a caller it does not name gets 401 at once and
-    // the rest of the upload is not kept (below).
-    const authenticated = needsUser && token ? authenticate(token) : Promise.resolve(undefined);
-
     if (declaredLength !== undefined && declaredLength > limit) {
       finish(route.tooLarge ?? TOO_LARGE, route, undefined, 'drain');
       drainBody(exchange);
       return;
     }
+
+    // The token is checked while the body arrives; a caller it does not name gets 401 at once and
+    // the rest of the upload is not kept (below). Only asked once the request will be served: a
+    // lookup no one waits for would end the process if it failed (an unhandled rejection).
+    const authenticated = needsUser && token ? authenticate(token) : Promise.resolve(undefined);
 
     inFlight++;
     let released = false;
