@@ -12,10 +12,12 @@
  * 6. the caller's headers (credentials) do not follow a redirect to another origin.
  * 7. the check before a URL is stored: literal addresses and localhost names refused without a
  *    resolver; a name refused when any address it resolves to is; a name that does not resolve, or
- *    not within the bound, passes; OUTBOUND_ALLOW_PRIVATE and OUTBOUND_ALLOW_HOSTS exempt.
+ *    not within the bound, passes; OUTBOUND_ALLOW_PRIVATE and OUTBOUND_ALLOW_HOSTS exempt; a name
+ *    DNS does not know is asked as the fetch asks it (/etc/hosts, search domains).
  * 8. a refusal is logged (warn) with the request's subject, the host, the address and the reason,
  *    never the path, query or headers; a request that names no subject is not logged.
  */
+import { readFile } from 'node:fs/promises';
 import t from 'tap';
 import { createLogger } from '../runtime/logger.js';
 import { createDestinationCheck, createOutboundFetch, isBlockedAddress } from '../runtime/net/outbound.js';
@@ -196,6 +198,18 @@ t.test('the check before a URL is stored', async (t) => {
 
   const open = createDestinationCheck({ allowPrivate: true, allowHosts: new Set() }, { lookup: resolver });
   for (const url of ['http://127.0.0.1:9/x', 'http://localhost/', 'https://mixed.example/']) t.equal(await open(url), false, `${url} passes with OUTBOUND_ALLOW_PRIVATE`);
+});
+
+/** A name of this machine's /etc/hosts (not localhost, refused without asking) that points to a private address. */
+const hostsEntry = (await readFile('/etc/hosts', 'utf8').catch(() => ''))
+  .split('\n')
+  .map((line) => line.replace(/#.*/, '').trim().split(/\s+/))
+  .map(([address, ...names]) => ({ address: address ?? '', name: names.find((n) => n && !/localhost$/.test(n)) }))
+  .find((entry) => entry.name && isBlockedAddress(entry.address));
+
+t.test('the check before a URL is stored asks a name DNS does not know the way the fetch will (/etc/hosts)', { skip: !hostsEntry && 'no private name in /etc/hosts besides localhost' }, async (t) => {
+  const check = createDestinationCheck({ allowPrivate: false, allowHosts: new Set() });
+  t.equal(await check(`http://${hostsEntry!.name}/orders`), true, `${hostsEntry!.name} (${hostsEntry!.address} in /etc/hosts) is refused before it is stored, as the fetch would refuse it`);
 });
 
 t.test('a refusal is logged with its subject, never with the URL', async (t) => {

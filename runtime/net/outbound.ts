@@ -113,17 +113,19 @@ async function checkedAddresses(policy: OutboundPolicy, lookup: HostLookup, url:
 export type DestinationCheck = (url: string) => Promise<boolean>;
 
 /**
- * The resolver of the check before a URL is stored: DNS asked directly (c-ares, on the event loop)
- * with one try cut at `timeoutMs`, so a slow name server cannot hold the libuv threads that
- * getaddrinfo runs on (shared with files and crypto) for every tool a client creates. Names known
- * only to /etc/hosts are not seen here; the fetch, which resolves through getaddrinfo, checks them.
+ * The resolver of the check before a URL is stored: DNS asked directly first (c-ares, on the event
+ * loop, one try cut at `timeoutMs`), so a slow name server cannot hold the libuv threads that
+ * getaddrinfo runs on (shared with files and crypto) for every tool a client creates. A name DNS
+ * does not know is then asked the way the fetch will ask it (getaddrinfo: /etc/hosts, search
+ * domains, such as `http://crm` or a cluster's service name), so what the fetch would refuse is
+ * refused here too; only such names cost a thread.
  */
 function directDnsLookup(timeoutMs: number): HostLookup {
   const resolver = new Resolver({ timeout: timeoutMs, tries: 1 });
   return async (host) => {
     const answers = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
     const addresses = answers.flatMap((answer) => (answer.status === 'fulfilled' ? answer.value : []));
-    if (addresses.length === 0) throw (answers[0] as PromiseRejectedResult).reason;
+    if (addresses.length === 0) return systemLookup(host);
     return addresses.map((address) => ({ address, family: isIP(address) }));
   };
 }
