@@ -1,6 +1,7 @@
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/logger.js';
-import { startRuntime, within, type Runtime, type RuntimeOptions } from '../runtime/platform.js';
+import { within } from '../runtime/bounded.js';
+import { startRuntime, type Runtime, type RuntimeOptions } from '../runtime/platform.js';
 import { startupFacts } from '../runtime/startup.js';
 import { buildApp } from './app.js';
 import { createHttpServer } from './http/server.js';

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { createApiKeyService } from './apiKeys/service.js';
+import { within } from './bounded.js';
 import { createAuthService } from './auth/service.js';
 import { TokenCache } from './auth/tokenCache.js';
 import type { Config } from './config.js';
@@ -115,12 +116,6 @@ export interface RuntimeOptions {
   readonly callEndRetryMs?: readonly number[];
 }
 
-/** Resolves when `work` settles or after `ms`, whichever is first; never rejects. */
-export async function within(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([work.then(() => undefined, () => undefined), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
-  clearTimeout(timer);
-}
 
 export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
   let embedded: EmbeddedPostgres | undefined;

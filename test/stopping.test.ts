@@ -21,6 +21,10 @@ import { callIn, voiceSetup } from './helpers/voice.js';
  * 5. A document job still running at the stop is given back (due at once, its run not counted)
  *    and the next start runs it; the given-back run, if it still ends, touches nothing of the
  *    job's next claim.
+ * 6. A call whose start was under way when the stop ended the live calls is ended as it arrives
+ *    and the caller refused; the stop does not wait for it.
+ * 7. A live call that a sweep elsewhere ended is ended here at the next heartbeat, its end not
+ *    written over the sweep's.
  */
 
 const form = (fields: Record<string, string>) => ({ raw: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
@@ -154,3 +158,42 @@ async function until(condition: () => boolean | Promise<boolean>): Promise<void>
   }
   throw new Error('timed out');
 }
+
+t.test('a call whose start was under way when the stop ended the live calls is ended as it arrives, and refused', async (t) => {
+  const s = await voiceSetup(t);
+  const voice = s.api.platform.runtime.services.voice;
+  // Holding the calls table makes the call's start wait at its insert, past the draining check.
+  const holder = new (await import('pg')).default.Client({ connectionString: s.api.databaseUrl });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  await holder.query('BEGIN');
+  await holder.query('LOCK TABLE calls IN ACCESS EXCLUSIVE MODE');
+  const answer = voice.inbound({ to: s.number, from: '+14155550122', callSid: 'CAlate' });
+  await until(async () => (await withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO calls%'`)).rows[0].n))) > 0);
+  const ending = voice.endAll(0);
+  await holder.query('COMMIT');
+  t.match(await answer, /<Say>Sorry, this assistant cannot take your call right now/, 'the caller hears the refusal, not a stream to a call that is ending');
+  await ending;
+  t.equal(voice.liveCount(), 0, 'nothing is left live: the stop did not wait out its bound for it');
+  const { rows } = await withClient(s.api.databaseUrl, (db) => db.query(`SELECT status FROM calls WHERE carrier_call_id = 'CAlate'`));
+  t.same(rows, [{ status: 'failed' }], 'its row is ended, as never answered');
+});
+
+t.test('a live call a sweep elsewhere ended (this process could not vouch for it) is ended here at the next heartbeat', async (t) => {
+  const lines: Array<Record<string, any>> = [];
+  const s = await voiceSetup(t, {}, { logTo: (line) => lines.push(line) });
+  const { callId, phone } = await callIn(s);
+  await phone.untilAgentDone();
+  // What another server's sweep writes: the call ended as of when it was last heard, charged, its heartbeat gone.
+  await withClient(s.api.databaseUrl, async (db) => {
+    await db.query(`UPDATE calls SET status = 'ended', ended_at = now() WHERE id = $1`, [callId]);
+    await db.query(`DELETE FROM call_heartbeats WHERE call_id = $1`, [callId]);
+  });
+  await phone.silence(1_200);
+  await until(() => phone.closed);
+  t.ok(lines.some((l) => l.msg === 'a live call was ended by another server\'s sweep while this one could not vouch for it; ending it here' && l.callId === callId), 'the heartbeat found it ended and said so');
+  await s.api.platform.runtime.services.voice.whenEnded(callId);
+  t.ok(lines.some((l) => /had already been ended/.test(l.msg) && l.callId === callId), 'its end here was not written over the sweep\'s');
+  const { rows } = await withClient(s.api.databaseUrl, (db) => db.query(`SELECT status FROM calls WHERE id = $1`, [callId]));
+  t.same(rows, [{ status: 'ended' }]);
+});

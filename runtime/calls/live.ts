@@ -14,6 +14,7 @@ import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carri
 import { callCosts, type CallRate } from '../prices.js';
 import { endCall, insertCall, setCarrierCallId, updateCallStatus, type CallHeartbeat } from './repository.js';
 import { chargeEnded, rateOf } from './charges.js';
+import { within } from '../bounded.js';
 import { createCallPresence, defaultCallPresence, type CallPresenceTimings } from './presence.js';
 import { FRAME_MS } from './voice/audio.js';
 import { callerNumber } from '../phoneNumbers/repository.js';
@@ -72,6 +73,8 @@ const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
 export const MEDIA_TIMEOUT_MS = 5_000;
 /** The call ticker: every live call's due audio frames go out on it. */
 const TICK_MS = 5;
+/** At its end, a stop waits this long at most for ends still being saved and carriers still placing calls. */
+const STOP_SAVE_MS = 10_000;
 /** At a stop, a call's goodbye may take this long before the call is ended without it. */
 export const SHUTDOWN_GOODBYE_MS = 10_000;
 /** What a caller hears when the server is stopping as their call comes in. */
@@ -130,6 +133,10 @@ export function createVoiceService(deps: VoiceDeps) {
   let stopped = false;
   /** A stop has begun: no call is started any more. */
   let draining = false;
+  /** The stop is ending the live calls: one whose start was under way is ended as it arrives. */
+  let ending = false;
+  /** Outbound calls the carrier is still placing: a stop waits for them (and hangs up) before it ends. */
+  const placing = new Set<Promise<void>>();
   /** Calls between the draining check and `live`: a stop waits for them to arrive. */
   let starting = 0;
   /** Ends not yet saved (with their charges and webhooks): a stop waits for them before the pool closes. */
@@ -220,6 +227,9 @@ export function createVoiceService(deps: VoiceDeps) {
           // No longer vouched for by this process, the orphan sweep ends and charges it as of its last heartbeat.
           logger.error({ err: again, callId: entry.session.spec.callId }, 'the failed call could not be ended; left to the orphan sweep');
           live.delete(entry.session.spec.callId);
+          endedWaiters.delete(entry.session.spec.callId);
+          entry.resolveEnded();
+          checkQuiet();
         }
       }
     }
@@ -319,15 +329,20 @@ export function createVoiceService(deps: VoiceDeps) {
     balances.know(assistant.user_id, balance, balanceVersion);
     live.set(id, entry);
     presence.arm();
+    if (ending) {
+      // Begun before the stop, arrived after it ended the live calls: ended (failed, never answered) and refused.
+      session.end('ended');
+      throw new PlatformError('shutting_down', { headers: { 'Retry-After': '5' } });
+    }
     if (call.status === 'ringing') session.send({ type: 'RINGING' });
     return { id, token, entry };
   }
 
   /** Tells the carrier to stop a call that was never answered here, unless the carrier ended it itself. */
-  function hangUpUnanswered(entry: Live): void {
+  async function hangUpUnanswered(entry: Live): Promise<void> {
     if (entry.carrierCallId === null || entry.carrierEnded) return;
     const callId = entry.session.spec.callId;
-    deps.carrier.hangUp(entry.carrierCallId, entry.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
+    await deps.carrier.hangUp(entry.carrierCallId, entry.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
       logger.debug({ err: error, callId }, 'the carrier did not take the hang-up (the call may have ended there first)'),
     );
   }
@@ -338,7 +353,7 @@ export function createVoiceService(deps: VoiceDeps) {
     const costs = callCosts(entry.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
     balances.ended(entry.ownerId, costs.total);
     // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
-    if (end.answeredAt === null) hangUpUnanswered(entry);
+    if (end.answeredAt === null) void hangUpUnanswered(entry);
     const evaluate = entry.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = entry.recorder;
     entry.recorder = undefined;
@@ -366,7 +381,10 @@ export function createVoiceService(deps: VoiceDeps) {
             answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
             endedAt: isoTimestamp(end.endedAt),
           });
-          if (!wrote) return 0;
+          if (!wrote) {
+            logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard); this end is not saved');
+            return 0;
+          }
           return chargeEnded(tx, logger, { userId: entry.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
         });
       let charged = 0;
@@ -472,6 +490,15 @@ export function createVoiceService(deps: VoiceDeps) {
     recordingUrl: deps.recordingUrl,
     held,
     settled: () => deps.wakeWebhooks(),
+    lost(ids) {
+      for (const id of ids) {
+        const entry = live.get(id);
+        if (!entry) continue;
+        // Charged and notified already, up to when it was last heard: going on would be talk nobody pays for.
+        logger.warn({ callId: id }, 'a live call was ended by another server\'s sweep while this one could not vouch for it; ending it here');
+        entry.session.end('ended');
+      }
+    },
   });
   presence.start({ exclusive: deps.exclusiveDatabase ?? false });
 
@@ -557,7 +584,7 @@ export function createVoiceService(deps: VoiceDeps) {
       const from = caller.phone_number;
       const { id, token, entry } = await start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null }, requestId);
       const streamUrl = `${wsBase()}/ws/telephony/twilio`;
-      deps.carrier
+      const placed: Promise<void> = deps.carrier
         .place({ callId: id, to: input.phoneNumber, from, twiml: streamTwiml(streamUrl, { call_id: String(id), token }), streamUrl, token, statusUrl: `${deps.publicUrl()}/api/telephony/twilio/status?call_id=${id}` })
         .then(
           ({ carrierCallId }) => {
@@ -565,14 +592,17 @@ export function createVoiceService(deps: VoiceDeps) {
             persist(entry, () => setCarrierCallId(pool, id, carrierCallId));
             // Ended while the carrier was still placing it (not connected in time, the process
             // stopping): the phone it now rings must be stopped too.
-            if (live.get(id) !== entry) hangUpUnanswered(entry);
-            else entry.session.warmUp();
+            if (live.get(id) !== entry) return hangUpUnanswered(entry);
+            entry.session.warmUp();
+            return undefined;
           },
           (error: unknown) => {
             logger.warn({ err: error, callId: id }, 'the carrier could not place the call');
             entry.session.send({ type: 'CARRIER_FAILED', status: 'failed', reason: error instanceof CarrierError ? error.message : 'The carrier could not place the call' });
           },
-        );
+        )
+        .finally(() => placing.delete(placed));
+      placing.add(placed);
       return { id, status: 'initiated' };
     },
 
@@ -635,6 +665,7 @@ export function createVoiceService(deps: VoiceDeps) {
      */
     async endAll(goodbyeMs: number = SHUTDOWN_GOODBYE_MS, cutShort?: Promise<void>): Promise<void> {
       draining = true;
+      ending = true;
       const entries = [...live.values()];
       if (entries.length > 0) logger.info({ calls: entries.length, goodbyeMs }, 'ending the calls still live');
       for (const entry of entries) {
@@ -653,7 +684,6 @@ export function createVoiceService(deps: VoiceDeps) {
         if (entry.session.live) entry.session.send({ type: 'CONNECTION_LOST' });
       }
       await this.quiet();
-      if (live.size > 0) await this.endAll(0);
     },
 
     /**
@@ -669,7 +699,9 @@ export function createVoiceService(deps: VoiceDeps) {
         entry.session.end('ended');
         if (entry.session.live) entry.session.send({ type: 'CONNECTION_LOST' });
       }
-      await Promise.all(unsaved);
+      // A call the carrier places only now is hung up at once (its entry is gone); one it never
+      // answers about is left to its own timeout there.
+      await within(Promise.all([...placing, ...unsaved]), STOP_SAVE_MS);
       presence.stop();
       if (tickTimer !== undefined) clock.clearTimeout(tickTimer);
     },

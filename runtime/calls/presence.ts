@@ -40,6 +40,11 @@ export interface CallPresenceDeps {
   held(): CallHeartbeat[];
   /** Calls were settled: their webhooks are queued. */
   settled(ids: readonly number[]): void;
+  /**
+   * Calls this process holds that have ended in the database: another process's sweep took them
+   * while this one could not vouch for them (a database outage longer than the orphan age).
+   */
+  lost(ids: readonly number[]): void;
 }
 
 export function createCallPresence(deps: CallPresenceDeps) {
@@ -91,7 +96,15 @@ export function createCallPresence(deps: CallPresenceDeps) {
     heartbeat = undefined;
     const held = deps.held();
     if (held.length === 0 || stopped) return;
-    touchCalls(pool, held).catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'));
+    touchCalls(pool, held).then(
+      (vouched) => {
+        if (vouched.length === held.length) return;
+        const found = new Set(vouched);
+        const lost = held.filter((beat) => !found.has(beat.id)).map((beat) => beat.id);
+        if (lost.length > 0) deps.lost(lost);
+      },
+      (error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'),
+    );
     arm();
   }
 

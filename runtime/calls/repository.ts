@@ -1,4 +1,4 @@
-import { sql, type CommonQueryMethods } from 'slonik';
+import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { CALL_STATUSES, type CallStatus } from '../../schemas/calls.js';
 import { insertLedgerEntry } from '../ledger/repository.js';
@@ -143,14 +143,17 @@ export interface CallHeartbeat {
 /**
  * A live process vouches for its calls (`seen_at` moves, so no sweep takes them for orphans) and
  * records when each was last heard, which is what a sweep charges up to if the process stops.
+ * @returns the calls vouched for: one missing has ended in the database (another process's sweep
+ *   took it while this one could not vouch for it).
  */
-export async function touchCalls(db: CommonQueryMethods, beats: readonly CallHeartbeat[]): Promise<void> {
-  if (beats.length === 0) return;
-  await db.query(sql.unsafe`
+export async function touchCalls(db: CommonQueryMethods, beats: readonly CallHeartbeat[]): Promise<readonly number[]> {
+  if (beats.length === 0) return [];
+  return db.anyFirst(sql.type(z.object({ call_id: z.number() }))`
     INSERT INTO call_heartbeats (call_id, seen_at, heard_at)
     SELECT b.id, now(), b.heard_at FROM ${sql.unnest(beats.map((b) => [b.id, b.heardAt]), ['int8', 'timestamptz'])} AS b(id, heard_at)
     JOIN calls c ON c.id = b.id AND c.ended_at IS NULL
-    ON CONFLICT (call_id) DO UPDATE SET seen_at = excluded.seen_at, heard_at = COALESCE(excluded.heard_at, call_heartbeats.heard_at)`);
+    ON CONFLICT (call_id) DO UPDATE SET seen_at = excluded.seen_at, heard_at = COALESCE(excluded.heard_at, call_heartbeats.heard_at)
+    RETURNING call_id`);
 }
 
 const orphanRow = z.object({
@@ -189,7 +192,10 @@ export async function orphanedCalls(db: CommonQueryMethods, silentSeconds: numbe
  * duration, costs and what its recording kept when it was answered, else `failed`; false when it
  * ended or was touched meanwhile. `recordingPath` is relative to the recordings directory.
  */
-export async function closeOrphanedCall(db: CommonQueryMethods, call: OrphanedCall, costs: { seconds: number; carrier: number; total: number }, recordingPath: string | null): Promise<boolean> {
+export async function closeOrphanedCall(db: DatabaseTransactionConnection, call: OrphanedCall, costs: { seconds: number; carrier: number; total: number }, recordingPath: string | null): Promise<boolean> {
+  // The heartbeat row first: a heartbeat committed before this lock is seen by the check below (a
+  // statement of its own), and one after it waits for this transaction and then finds the call ended.
+  await db.query(sql.unsafe`SELECT 1 FROM call_heartbeats WHERE call_id = ${call.id} FOR UPDATE`);
   const result = await db.query(sql.unsafe`
     UPDATE calls c SET status = CASE WHEN c.answered_at IS NULL THEN 'failed' ELSE 'ended' END, duration = ${costs.seconds},
       carrier_cost = ${costs.carrier.toFixed(6)}, total_cost = ${costs.total.toFixed(6)}, recording_path = COALESCE(c.recording_path, ${recordingPath}),

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
 import type { AssistantRow, AssistantWithTools } from '../assistants/repository.js';
+import { within } from '../bounded.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError } from '../errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
@@ -107,6 +108,9 @@ const MAX_CALLS_PER_ROUND = 8;
 
 
 const historyOf = (messages: readonly MessageRow[]): ChatMessage[] => messages.map((m) => ({ role: m.role, content: m.content }));
+
+/** At a stop, turns cut short get this long to refund their messages. */
+const STOP_TURNS_MS = 10_000;
 
 /** A charged message with no reply after this long is refunded (a turn never takes nearly so long). */
 export const UNANSWERED_AFTER_SECONDS = 15 * 60;
@@ -507,7 +511,8 @@ export function createConversationEngine(deps: EngineDeps) {
       draining = true;
       stopped = true;
       stopping.abort();
-      await this.quiet();
+      // A tool call under way finishes first (it has its own time limit); not waited for past this.
+      await within(this.quiet(), STOP_TURNS_MS);
       for (const conversationId of [...turns.keys()]) leavingTurn(conversationId);
       clearInterval(sweeper);
       clearInterval(refundSweep);

