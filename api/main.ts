@@ -27,12 +27,21 @@ let signals = 0;
 let hurry!: () => void;
 const hurried = new Promise<void>((resolve) => (hurry = resolve));
 
+/**
+ * Exits once the log lines written so far have reached stdout: pino writes asynchronously, and a
+ * line still on its way at `process.exit` could be lost, or overtaken by the lines flushed then.
+ */
+function exit(code: number): void {
+  logger.flush(() => process.exit(code));
+  setTimeout(() => process.exit(code), 1_000).unref();
+}
+
 function stop(): void {
   platform!.close({ hurry: hurried }).then(
-    () => process.exit(0),
+    () => exit(0),
     (error: unknown) => {
       logger.error({ err: error }, 'the stop failed');
-      process.exit(1);
+      exit(1);
     },
   );
 }
@@ -59,7 +68,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       hurry();
     } else {
       logger.error({ signal }, 'third signal: exiting at once; what is still open is settled by the next start');
-      process.exit(130);
+      exit(130);
     }
   });
 }
@@ -69,7 +78,9 @@ try {
 } catch (error) {
   if (error instanceof StartupError) process.stderr.write(`${error.message}\n`);
   else logger.fatal({ err: error }, 'start-up failed');
-  process.exit(1);
+  exit(1);
 }
-if (process.stderr.isTTY) process.stderr.write(startupBlock(startupFacts(config, platform.runtime.publicUrl(), platform.runtime.embeddedDirectory)));
-if (signals > 0) stop();
+if (platform) {
+  if (process.stderr.isTTY) process.stderr.write(startupBlock(startupFacts(config, platform.runtime.publicUrl(), platform.runtime.embeddedDirectory)));
+  if (signals > 0) stop();
+}
