@@ -7,7 +7,7 @@
  * 3. A body that ends within the bound is read to its end, then the connection closes cleanly (a
  *    FIN, no reset): declared over the limit, over the limit while arriving chunked, and a 401 for a
  *    token found bad while the body arrives (the client sends the rest only after reading it).
- * 4. A raw socket that never stops sending reads the answer, and the connection is reset once the
+ * 4. A raw socket that never stops sending reads the answer, and the connection is closed once the
  *    bound in bytes is passed (the default 64 MiB on the platform, then 1 MiB injected); one that
  *    trickles is closed once the bound in time is passed (500 ms injected).
  */
@@ -146,7 +146,7 @@ t.test('a refused body that ends within the bound is read to its end, then the c
 
 t.test('a client that never stops sending reads its answer, and is cut off past the bound', async (t) => {
   // The default bounds, on the platform: the answer reaches a client that never pauses, and the
-  // connection is reset once 64 MiB more have been read (the bound in time, 30 s, outlasts the test).
+  // connection is closed once 64 MiB more have been read (the bound in time, 30 s, outlasts the test).
   const head = (framing: string): string => `POST /api/user/assistant HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${owner.token}\r\nContent-Type: application/json\r\n${framing}\r\n\r\n`;
   const port = Number(new URL(api.origin).port);
   const [declared, chunked] = await runClient([
@@ -156,7 +156,9 @@ t.test('a client that never stops sending reads its answer, and is cut off past 
   for (const [label, result] of [['declared length', declared], ['chunked', chunked]] as const) {
     const raw = result as Extract<UploadResult, { answer: string }>;
     t.same(parsed(raw.answer), { status: 413, body: TOO_LARGE }, `${label}: the answer arrived`);
-    t.not(raw.ended, 'end', `${label}: the connection was reset mid-body`);
+    // Closed past the bound: with the client's bytes still unread a reset, otherwise a FIN (which
+    // one is a matter of timing, not of what the server does).
+    t.not(raw.afterAnswerMs, undefined, `${label}: the connection was closed after the answer, mid-body`);
   }
 
   // Small bounds: a client that has read its answer and sends on is cut off by the bound in bytes
