@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startPlatform } from '../api/platform.js';
-import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers.js';
+import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers/loopback.js';
 import { loadConfig, type Config } from '../runtime/config.js';
 import { createLogger } from '../runtime/logger.js';
 

@@ -1,5 +1,5 @@
-import { MediaStreamPhone, callerSpeechFrame } from '../runtime/calls/loopback.js';
-import { Downsampler, FRAME_SAMPLES, mulawDecode, mulawEncode } from '../runtime/calls/voice/audio.js';
+import { MediaStreamPhone, callerSpeechFrame } from '../runtime/calls/carriers/loopback.js';
+import { Downsampler, FRAME_SAMPLES, mulawDecode, mulawEncode } from '../runtime/voice/audio.js';
 
 /**
  * The far end of the calls benchmark, in its own process so its work does not count as the

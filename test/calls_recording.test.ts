@@ -1,6 +1,6 @@
 import t from 'tap';
 import { signRecording } from '../runtime/calls/recording.js';
-import { levelDb } from '../runtime/calls/voice/audio.js';
+import { levelDb } from '../runtime/voice/audio.js';
 import { withClient } from './helpers/database.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 

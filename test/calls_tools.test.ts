@@ -1,7 +1,7 @@
 import t from 'tap';
-import { FRAME_SAMPLES, SAMPLE_RATE } from '../runtime/calls/voice/audio.js';
-import { createLoopbackCarrier } from '../runtime/calls/carriers.js';
-import { filler } from '../runtime/calls/voice/fillers.js';
+import { FRAME_SAMPLES, SAMPLE_RATE } from '../runtime/voice/audio.js';
+import { createLoopbackCarrier } from '../runtime/calls/carriers/loopback.js';
+import { filler } from '../runtime/voice/speaking/fillers.js';
 import { startFakeCalcom } from './fakes/calcom.js';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { startSite } from './helpers/site.js';

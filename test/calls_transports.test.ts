@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { twilioSignature } from '../api/routes/telephony.js';
-import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers.js';
+import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers/loopback.js';
 import { startFakeTwilio } from './fakes/twilio.js';
 import { SimulatedPhone } from './helpers/phone.js';
 import { endedCall, voiceSetup, type VoiceSetup } from './helpers/voice.js';

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { SAY_EXACTLY } from '../runtime/calls/voice/providers.js';
+import { SAY_EXACTLY } from '../runtime/voice/providers/types.js';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { startFakeSpeech, type FakeSpeech, type Reply } from './fakes/speech.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';

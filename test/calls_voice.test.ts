@@ -146,7 +146,7 @@ t.test('a start with a wrong, reused or missing token closes the socket and join
   const s = await voiceSetup(t);
   const { phone, callId, token } = await callIn(s);
   await phone.until(() => phone.heard.speechFrames > 0, 2_000, 'the greeting');
-  const { MediaStreamPhone } = await import('../runtime/calls/loopback.js');
+  const { MediaStreamPhone } = await import('../runtime/calls/carriers/loopback.js');
   const url = phone.phone.socket.url;
   for (const params of [{ call_id: String(callId), token }, { call_id: String(callId), token: 'wrong' }, { call_id: String(callId), token: '' }, { call_id: '999999', token: 'x' }]) {
     const intruder = new MediaStreamPhone(url, { callSid: 'CAX', customParameters: params });
@@ -208,7 +208,7 @@ t.test('fillers: a short filler is spoken when the first token is slow; call met
 });
 
 t.test('fillers speak the language of the call; every language of the catalog has its own', async (t) => {
-  const { FILLER_LANGUAGES } = await import('../runtime/calls/voice/fillers.js');
+  const { FILLER_LANGUAGES } = await import('../runtime/voice/speaking/fillers.js');
   const { s, transcript } = await slowAnswerCall(t, { language_id: 2, voice_id: 6, initial_message: 'Hallo.' }, 'Erzähl mir etwas.', 'Hier ist die Antwort.');
   t.match(transcript, /\nuser: Erzähl mir etwas\.\nassistant: (Einen Moment\.|Mal sehen\.|Einen Augenblick, bitte\.) Hier ist die Antwort\.$/);
   const languages = (await s.api.request('GET', '/user/assistants/languages', { token: s.token })).body as Array<{ iso_2: string }>;

@@ -8,7 +8,7 @@
  */
 import t from 'tap';
 import WebSocket from 'ws';
-import { pingPong } from '../runtime/calls/loopback.js';
+import { pingPong } from '../runtime/calls/carriers/loopback.js';
 import { SimulatedPhone } from './helpers/phone.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 

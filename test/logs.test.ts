@@ -8,7 +8,7 @@
  *    call's media stream token, whatever the requests carried.
  */
 import t from 'tap';
-import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers.js';
+import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers/loopback.js';
 import { SimulatedPhone } from './helpers/phone.js';
 import { ADMIN_TOKEN } from './helpers/platform.js';
 import { endedCall, voiceSetup } from './helpers/voice.js';

@@ -4,7 +4,7 @@
  * segments after it are skipped.
  */
 import t from 'tap';
-import { SpeechQueue } from '../runtime/calls/voice/speechQueue.js';
+import { SpeechQueue } from '../runtime/voice/speaking/speechQueue.js';
 
 t.test('a failed segment waits for done() and stops the rest', async (t) => {
   const unhandled: unknown[] = [];

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { MediaStreamPhone } from '../runtime/calls/loopback.js';
+import { MediaStreamPhone } from '../runtime/calls/carriers/loopback.js';
 import { startFakeOpenAi, type FakeOpenAi } from './fakes/openai.js';
 import { withClient } from './helpers/database.js';
 import { WebCallLine } from './helpers/phone.js';

@@ -6,7 +6,7 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { createElevenLabsTts, createOpenAiTts } from '../runtime/calls/voice/vendors.js';
+import { createElevenLabsTts, createOpenAiTts } from '../runtime/voice/providers/vendors.js';
 
 const held: ServerResponse[] = [];
 const server = createServer((req, res) => {

@@ -1,13 +1,13 @@
 import t from 'tap';
 import { ManualClock } from '../runtime/clock.js';
-import { Downsampler, FRAME_SAMPLES, Upsampler, allocSamples, ambientBed, levelDb, mulawDecode, mulawEncode, random, voicedSpeech } from '../runtime/calls/voice/audio.js';
-import { NoiseSuppressor } from '../runtime/calls/voice/denoise.js';
-import { Playout } from '../runtime/calls/voice/playout.js';
-import { Resampler } from '../runtime/calls/voice/providers.js';
-import { SentenceChunker } from '../runtime/calls/voice/session.js';
-import { EnergyVad, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished, semanticEagerness } from '../runtime/calls/voice/turns.js';
-import { withinBusinessHours } from '../runtime/calls/voice/builtins.js';
-import { MediaMessageWriter, base64Into, mediaPayload, mediaPrefix } from '../runtime/calls/mediaStream.js';
+import { Downsampler, FRAME_SAMPLES, Upsampler, allocSamples, ambientBed, levelDb, mulawDecode, mulawEncode, random, voicedSpeech } from '../runtime/voice/audio.js';
+import { NoiseSuppressor } from '../runtime/voice/hearing/denoise.js';
+import { Playout } from '../runtime/voice/speaking/playout.js';
+import { Resampler } from '../runtime/voice/providers/types.js';
+import { SentenceChunker } from '../runtime/voice/session.js';
+import { EnergyVad, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished, semanticEagerness } from '../runtime/voice/hearing/turns.js';
+import { withinBusinessHours } from '../runtime/voice/speaking/builtins.js';
+import { MediaMessageWriter, base64Into, mediaPayload, mediaPrefix } from '../runtime/voice/serializers/twilio.js';
 
 /** The pure parts of the voice engine: codecs, resampling, VAD, turn policy, denoising, playout. */
 

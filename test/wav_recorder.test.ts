@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { WavRecorder } from '../runtime/calls/recording.js';
-import { FRAME_SAMPLES } from '../runtime/calls/voice/audio.js';
+import { FRAME_SAMPLES } from '../runtime/voice/audio.js';
 
 t.test('a recording into directories that do not exist yet', async (t) => {
   const root = await mkdtemp(join(tmpdir(), 'ap-recorder-'));

@@ -1,4 +1,4 @@
-import { FRAME_SAMPLES, allocSamples } from '../../runtime/calls/voice/audio.js';
+import { FRAME_SAMPLES, allocSamples } from '../../runtime/voice/audio.js';
 
 /** Regroups incoming audio of any chunk size into whole 20 ms frames of 16 kHz PCM16. */
 export class FrameAssembler {

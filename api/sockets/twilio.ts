@@ -1,8 +1,8 @@
 import type uWS from 'uWebSockets.js';
 import type { VoiceService } from '../../runtime/calls/live.js';
-import { MediaMessageWriter, mediaPayload } from '../../runtime/calls/mediaStream.js';
-import { Upsampler } from '../../runtime/calls/voice/audio.js';
-import type { CallSession, CallTransport } from '../../runtime/calls/voice/session.js';
+import { MediaMessageWriter, mediaPayload } from '../../runtime/voice/serializers/twilio.js';
+import { Upsampler } from '../../runtime/voice/audio.js';
+import type { CallSession, CallTransport } from '../../runtime/voice/session.js';
 import type { Logger } from '../../runtime/logger.js';
 import { guarded } from './guard.js';
 import { FrameAssembler, MAX_BUFFERED_BYTES } from './media.js';

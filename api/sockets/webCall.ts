@@ -1,7 +1,7 @@
 import type uWS from 'uWebSockets.js';
 import type { VoiceService } from '../../runtime/calls/live.js';
-import { bytesToSamples, samplesToBytes } from '../../runtime/calls/voice/audio.js';
-import type { CallSession, CallTransport } from '../../runtime/calls/voice/session.js';
+import { bytesToSamples, samplesToBytes } from '../../runtime/voice/audio.js';
+import type { CallSession, CallTransport } from '../../runtime/voice/session.js';
 import type { Logger } from '../../runtime/logger.js';
 import { guarded } from './guard.js';
 import { FrameAssembler, MAX_BUFFERED_BYTES } from './media.js';

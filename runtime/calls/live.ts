@@ -10,17 +10,18 @@ import { isoTimestamp } from '../time.js';
 import { userBalance } from '../users/repository.js';
 import type { CallStatus } from '../../schemas/calls.js';
 import { OwnerBalances } from './balances.js';
-import { CarrierError, HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml, type Carrier } from './carriers.js';
+import { HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml } from './carriers/twilio.js';
+import { CarrierError, type Carrier } from './carriers/types.js';
 import { callCosts, type CallRate } from '../prices.js';
 import { endCall, insertCall, setCarrierCallId, updateCallStatus, type CallHeartbeat } from './repository.js';
 import { chargeEnded, rateOf } from './charges.js';
 import { within } from '../bounded.js';
 import { createCallPresence, defaultCallPresence, type CallPresenceTimings } from './presence.js';
-import { FRAME_MS } from './voice/audio.js';
+import { FRAME_MS } from '../voice/audio.js';
 import { callerNumber } from '../phoneNumbers/repository.js';
 import { WavRecorder } from './recording.js';
-import { CONNECT_TIMEOUT_MS, type CarrierFailure } from './voice/machine.js';
-import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from './voice/session.js';
+import { CONNECT_TIMEOUT_MS, type CarrierFailure } from '../voice/machine.js';
+import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from '../voice/session.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
 
 /**

@@ -2,7 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { link, mkdir, open, readFile, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { FRAME_SAMPLES, SAMPLE_RATE } from './voice/audio.js';
+import { FRAME_SAMPLES, SAMPLE_RATE } from '../voice/audio.js';
 
 /**
  * Call recordings: a stereo WAV (caller left, agent right, PCM16 16 kHz) written while the call

@@ -8,9 +8,9 @@ import type { KnowledgeService } from '../knowledge/service.js';
 import type { LlmRegistry } from '../llm/registry.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { listAssistantTools } from '../tools/repository.js';
-import { builtinFunctions } from './voice/builtins.js';
-import type { SpeechRegistry } from './voice/registry.js';
-import type { CallSpec } from './voice/session.js';
+import { builtinFunctions } from '../voice/speaking/builtins.js';
+import type { SpeechRegistry } from '../voice/providers/registry.js';
+import type { CallSpec } from '../voice/session.js';
 
 /** What a call's spec is read from. */
 export interface CallSpecDeps {

@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
 import { WebSocket, WebSocketServer } from 'ws';
-import { bytesToSamples, levelDb, samplesToBytes } from '../../runtime/calls/voice/audio.js';
-import { SAY_EXACTLY } from '../../runtime/calls/voice/providers.js';
+import { bytesToSamples, levelDb, samplesToBytes } from '../../runtime/voice/audio.js';
+import { SAY_EXACTLY } from '../../runtime/voice/providers/types.js';
 
 /**
  * Local stand-ins for the speech vendors, each speaking its wire protocol:

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import type { ManualClock } from '../../runtime/clock.js';
-import { FRAME_SAMPLES, bytesToSamples, levelDb, samplesToBytes } from '../../runtime/calls/voice/audio.js';
-import { MediaStreamPhone, callerSpeechFrame, pingPong, type PhoneEvents } from '../../runtime/calls/loopback.js';
+import { FRAME_SAMPLES, bytesToSamples, levelDb, samplesToBytes } from '../../runtime/voice/audio.js';
+import { MediaStreamPhone, callerSpeechFrame, pingPong, type PhoneEvents } from '../../runtime/calls/carriers/loopback.js';
 
 /** What the simulated caller needs of a connection: the Twilio media stream or a web call socket. */
 export interface PhoneLine extends EventEmitter<PhoneEvents> {

@@ -1,7 +1,7 @@
 import type { Config } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { createDevRealtime, createDevStt, createDevTts, type TranscriptScript } from './dev.js';
-import type { RealtimeProvider, SttProvider, TtsProvider } from './providers.js';
+import type { RealtimeProvider, SttProvider, TtsProvider } from './types.js';
 
 /**
  * Which adapter serves a catalog speech provider or realtime model: the vendor's when its key is

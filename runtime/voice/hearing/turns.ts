@@ -1,4 +1,4 @@
-import { levelDb } from './audio.js';
+import { levelDb } from '../audio.js';
 
 /**
  * Voice activity and turn-taking policy.

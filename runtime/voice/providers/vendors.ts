@@ -1,8 +1,8 @@
 import WebSocket from 'ws';
 import { stallGuard } from '../../net/stall.js';
-import { bytesToSamples, samplesToBytes, SAMPLE_RATE } from './audio.js';
-import { Resampler, type RealtimeEvent, type RealtimeOptions, type RealtimeProvider, type RealtimeSession, type SttOptions, type SttProvider, type SttStream, type TtsProvider, type TtsRequest } from './providers.js';
-import { semanticEagerness } from './turns.js';
+import { bytesToSamples, samplesToBytes, SAMPLE_RATE } from '../audio.js';
+import { Resampler, type RealtimeEvent, type RealtimeOptions, type RealtimeProvider, type RealtimeSession, type SttOptions, type SttProvider, type SttStream, type TtsProvider, type TtsRequest } from './types.js';
+import { semanticEagerness } from '../hearing/turns.js';
 
 /** A vendor's JSON text frame when it is an object (`null`, a number or an array is not a message). */
 function parseObject(data: WebSocket.RawData): Record<string, unknown> | undefined {

@@ -1,4 +1,4 @@
-import { FRAME_SAMPLES, allocSamples } from './audio.js';
+import { FRAME_SAMPLES, allocSamples } from '../audio.js';
 
 /**
  * Noise suppression for caller audio (`enable_noise_cancellation`), run before the VAD and the

@@ -1,5 +1,5 @@
 import type { Clock } from '../../clock.js';
-import { FRAME_SAMPLES, allocSamples, copySamples, mixInto } from './audio.js';
+import { FRAME_SAMPLES, allocSamples, copySamples, mixInto } from '../audio.js';
 
 /**
  * The agent's outgoing audio for one call. Speech arrives as segments (one per sentence) in chunks

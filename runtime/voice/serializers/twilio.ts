@@ -1,4 +1,4 @@
-import { Downsampler, FRAME_SAMPLES } from './voice/audio.js';
+import { Downsampler, FRAME_SAMPLES } from '../audio.js';
 
 /**
  * Twilio media-stream message handling shared by the server socket and the phone client: the

@@ -1,7 +1,10 @@
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import { mediaPayload, mediaPrefix } from './mediaStream.js';
-import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from './voice/audio.js';
+import { mediaPayload, mediaPrefix } from '../../voice/serializers/twilio.js';
+import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from '../../voice/audio.js';
+import type { Logger } from '../../logger.js';
+import type { Carrier } from './types.js';
 
 /**
  * A phone on the client side of the Twilio media-stream protocol: it sends `connected`, `start`
@@ -175,4 +178,50 @@ export function silentPhone(call: { carrierCallId: string; streamUrl: string; to
     () => {},
   );
   phone.on('close', () => clearInterval(timer));
+}
+
+/** What the loopback carrier hands to the local phone that answers. */
+export interface LoopbackDial {
+  readonly callId: number;
+  readonly carrierCallId: string;
+  readonly to: string;
+  readonly from: string;
+  readonly streamUrl: string;
+  readonly token: string;
+}
+
+export interface LoopbackCarrier extends Carrier {
+  readonly transfers: Array<{ carrierCallId: string; number: string }>;
+  readonly hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }>;
+}
+
+/**
+ * @param dial answers the call: a phone client that connects to `streamUrl` and sends `start`
+ *   with the token. The default (for `npm start` without a carrier) is a silent phone.
+ */
+export function createLoopbackCarrier(dial: (call: LoopbackDial) => void, logger?: Logger): LoopbackCarrier {
+  const transfers: Array<{ carrierCallId: string; number: string }> = [];
+  const hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }> = [];
+  return {
+    name: 'loopback',
+    transfers,
+    hangUps,
+    async place(request) {
+      const carrierCallId = `LB${randomBytes(16).toString('hex')}`;
+      queueMicrotask(() => {
+        try {
+          dial({ callId: request.callId, carrierCallId, to: request.to, from: request.from, streamUrl: request.streamUrl, token: request.token });
+        } catch (error) {
+          logger?.warn({ err: error, callId: request.callId }, 'loopback phone failed to answer');
+        }
+      });
+      return { carrierCallId };
+    },
+    async transfer(carrierCallId, number) {
+      transfers.push({ carrierCallId, number });
+    },
+    async hangUp(carrierCallId, state) {
+      hangUps.push({ carrierCallId, state });
+    },
+  };
 }

@@ -1,6 +1,6 @@
 import type { FunctionDefinition } from '../../llm/types.js';
 import { OutboundError, type OutboundFetch } from '../../net/outbound.js';
-import { DTMF_KEY_PATTERN } from './audio.js';
+import { DTMF_KEY_PATTERN } from '../audio.js';
 
 /**
  * The built-in tools of spec 2.6 as model functions. Each returns what the model is told, and an

@@ -1,8 +1,8 @@
 import { createDevProvider } from '../../llm/dev.js';
 import type { ChatMessage } from '../../llm/types.js';
-import { FRAME_MS, SAMPLE_RATE, voicedSpeech } from './audio.js';
-import { SAY_EXACTLY, type RealtimeOptions, type RealtimeProvider, type RealtimeSession, type SttOptions, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
-import { EnergyVad } from './turns.js';
+import { FRAME_MS, SAMPLE_RATE, voicedSpeech } from '../audio.js';
+import { SAY_EXACTLY, type RealtimeOptions, type RealtimeProvider, type RealtimeSession, type SttOptions, type SttProvider, type SttStream, type TtsProvider } from './types.js';
+import { EnergyVad } from '../hearing/turns.js';
 
 /**
  * Speech providers that need no network, named `dev` in the catalog and in logs.

@@ -1,18 +1,18 @@
 import { createActor, fromCallback, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import type { Clock } from '../../clock.js';
-import { knowledgeSection, parseArguments, runFunction, streamRound, type FunctionContext, type ModelChoice } from '../../conversations/agent.js';
-import { MAX_TOOL_ROUNDS } from '../../conversations/machine.js';
-import type { ChatMessage, FunctionDefinition, ToolCall } from '../../llm/types.js';
-import type { Logger } from '../../logger.js';
+import type { Clock } from '../clock.js';
+import { knowledgeSection, parseArguments, runFunction, streamRound, type FunctionContext, type ModelChoice } from '../conversations/agent.js';
+import { MAX_TOOL_ROUNDS } from '../conversations/machine.js';
+import type { ChatMessage, FunctionDefinition, ToolCall } from '../llm/types.js';
+import type { Logger } from '../logger.js';
 import { ambientBed, dtmfTone, type AmbientSound } from './audio.js';
-import { NoiseSuppressor } from './denoise.js';
-import type { Builtin, BuiltinEffect } from './builtins.js';
+import { NoiseSuppressor } from './hearing/denoise.js';
+import type { Builtin, BuiltinEffect } from './speaking/builtins.js';
 import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
-import { Playout, heardText, type Segment } from './playout.js';
-import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers.js';
-import { filler as fillerPhrase, type FillerKind } from './fillers.js';
-import { SpeechQueue } from './speechQueue.js';
-import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
+import { Playout, heardText, type Segment } from './speaking/playout.js';
+import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers/types.js';
+import { filler as fillerPhrase, type FillerKind } from './speaking/fillers.js';
+import { SpeechQueue } from './speaking/speechQueue.js';
+import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './hearing/turns.js';
 
 /**
  * One live call: the actor, the caller's audio in, the agent's audio out, and the engine of the

@@ -1,0 +1,73 @@
+import { CarrierError, type Carrier } from './types.js';
+
+/**
+ * Twilio: the Programmable Voice REST API (create call with TwiML and status callbacks, redirect to
+ * `<Dial>` for transfers), and the TwiML that answers its webhooks and connects a call's audio to
+ * the media-stream socket `/ws/telephony/twilio`.
+ */
+const xml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+/** `<Connect><Stream>` with the call's id and one-time token as stream parameters. */
+export function streamTwiml(streamUrl: string, parameters: Readonly<Record<string, string>>): string {
+  const params = Object.entries(parameters).map(([name, value]) => `<Parameter name="${xml(name)}" value="${xml(value)}"/>`).join('');
+  return `<?xml version="1.0" encoding="UTF-8"?><Response><Connect><Stream url="${xml(streamUrl)}">${params}</Stream></Connect></Response>`;
+}
+
+export function sayAndHangUpTwiml(text: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?><Response><Say>${xml(text)}</Say><Hangup/></Response>`;
+}
+
+export const HANG_UP_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>';
+
+export function dialTwiml(number: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?><Response><Dial>${xml(number)}</Dial></Response>`;
+}
+
+export interface TwilioSettings {
+  readonly accountSid: string;
+  readonly authToken: string;
+  /** @defaultValue https://api.twilio.com */
+  readonly apiUrl: string;
+}
+
+export function createTwilioCarrier(settings: TwilioSettings): Carrier {
+  const base = `${settings.apiUrl.replace(/\/+$/, '')}/2010-04-01/Accounts/${encodeURIComponent(settings.accountSid)}`;
+  const authorization = `Basic ${Buffer.from(`${settings.accountSid}:${settings.authToken}`).toString('base64')}`;
+  async function post(path: string, form: Record<string, string | string[]>): Promise<Record<string, unknown>> {
+    const body = new URLSearchParams();
+    for (const [key, value] of Object.entries(form)) for (const item of Array.isArray(value) ? value : [value]) body.append(key, item);
+    let response: Response;
+    try {
+      response = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization, 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body, signal: AbortSignal.timeout(10_000) });
+    } catch (cause) {
+      throw new CarrierError('The carrier could not be reached', { cause });
+    }
+    const json = (await response.json().catch(() => ({}))) as Record<string, unknown>;
+    if (!response.ok) throw new CarrierError(`The carrier refused the request (HTTP ${response.status}${typeof json.message === 'string' ? `: ${json.message}` : ''})`);
+    return json;
+  }
+  return {
+    name: 'twilio',
+    async place(request) {
+      const created = await post('/Calls.json', {
+        To: request.to,
+        From: request.from,
+        Twiml: request.twiml,
+        StatusCallback: request.statusUrl,
+        StatusCallbackMethod: 'POST',
+        StatusCallbackEvent: ['initiated', 'ringing', 'answered', 'completed'],
+        MachineDetection: 'Enable',
+        AsyncAmd: 'true',
+        AsyncAmdStatusCallback: request.statusUrl,
+      });
+      if (typeof created.sid !== 'string') throw new CarrierError('The carrier did not return a call id');
+      return { carrierCallId: created.sid };
+    },
+    async transfer(carrierCallId, number) {
+      await post(`/Calls/${encodeURIComponent(carrierCallId)}.json`, { Twiml: dialTwiml(number) });
+    },
+    async hangUp(carrierCallId, state) {
+      await post(`/Calls/${encodeURIComponent(carrierCallId)}.json`, { Status: state === 'ringing' ? 'canceled' : 'completed' });
+    },
+  };
+}
