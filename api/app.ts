@@ -23,8 +23,9 @@ import { metricsRoutes } from './routes/metrics.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 import { telephonyRoutes } from './routes/telephony.js';
 import { recordingRoutes } from './routes/recordings.js';
-import { twilioMediaSocket } from './sockets/twilio.js';
-import { webCallSocket } from './sockets/webCall.js';
+import { mediaSocket } from './sockets/media.js';
+import { browserFormat } from '../runtime/voice/serializers/browser.js';
+import { twilioFormat } from '../runtime/voice/serializers/twilio.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -98,8 +99,8 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
         logger,
         onCount: (delta) => runtime.metrics.socketOpened('widget', delta),
       });
-      twilioMediaSocket(app, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('telephony', delta) });
-      webCallSocket(app, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('web_call', delta) });
+      mediaSocket(app, twilioFormat, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('telephony', delta) });
+      mediaSocket(app, browserFormat, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('web_call', delta) });
     },
   };
   return { router, routing };

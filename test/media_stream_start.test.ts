@@ -5,14 +5,15 @@
 import t from 'tap';
 import uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
-import { twilioMediaSocket } from '../api/sockets/twilio.js';
+import { mediaSocket } from '../api/sockets/media.js';
+import { twilioFormat } from '../runtime/voice/serializers/twilio.js';
 import type { VoiceService } from '../runtime/calls/live.js';
 import { createLogger } from '../runtime/logger.js';
 
 const app = uWS.App();
 // No stream token is valid here: this test is about connections that never join a call.
 const voice = { claim: () => undefined } as unknown as VoiceService;
-twilioMediaSocket(app, { voice, logger: createLogger('silent'), startTimeoutMs: 100 });
+mediaSocket(app, twilioFormat, { voice, logger: createLogger('silent'), startTimeoutMs: 100 });
 const listening = await new Promise<uWS.us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed')))));
 const url = `ws://127.0.0.1:${uWS.us_socket_local_port(listening as unknown as uWS.us_socket)}/ws/telephony/twilio`;
 t.teardown(() => uWS.us_listen_socket_close(listening));

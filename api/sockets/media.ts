@@ -1,4 +1,18 @@
+import type uWS from 'uWebSockets.js';
+import type { VoiceService } from '../../runtime/calls/live.js';
 import { FRAME_SAMPLES, allocSamples } from '../../runtime/voice/audio.js';
+import type { MediaCodec, MediaFormat, OutMessage } from '../../runtime/voice/serializers/types.js';
+import type { CallSession, CallTransport } from '../../runtime/voice/session.js';
+import type { Logger } from '../../runtime/logger.js';
+import { guarded } from './guard.js';
+
+/**
+ * The one socket every media stream uses, carriers' and browsers' alike: uWS bytes to the
+ * format's codec (`runtime/voice/serializers/`), its events to the call registry and the session,
+ * and the session's audio and controls back through the codec. A stream names its call either in
+ * the upgrade's query string (refused with 401 before it opens) or in a `start` message within
+ * 10 s (else closed with 1008, as is a `start` that claims no waiting call).
+ */
 
 /** Regroups incoming audio of any chunk size into whole 20 ms frames of 16 kHz PCM16. */
 export class FrameAssembler {
@@ -29,3 +43,139 @@ export class FrameAssembler {
 
 /** Outgoing audio is dropped rather than queued without bound when a client stops reading. */
 export const MAX_BUFFERED_BYTES = 512 * 1024;
+
+/** How long a stream that names its call in a message may stay open without it. @defaultValue 10 s */
+const START_TIMEOUT_MS = 10_000;
+
+interface SocketData {
+  readonly codec: MediaCodec;
+  session: CallSession | undefined;
+  input: { audio(frame: Int16Array): void } | undefined;
+  assembler: FrameAssembler | undefined;
+  closed: boolean;
+  /** The far end said the caller hung up. */
+  stopped: boolean;
+  startTimer: NodeJS.Timeout | undefined;
+}
+
+export interface MediaSocketDeps {
+  readonly voice: VoiceService;
+  readonly logger: Logger;
+  /** Open sockets of this kind, +1 and -1 (metrics). */
+  onCount?(delta: number): void;
+  readonly startTimeoutMs?: number;
+}
+
+export function mediaSocket(app: uWS.TemplatedApp, format: MediaFormat, deps: MediaSocketDeps): void {
+  const send = (ws: uWS.WebSocket<SocketData>, message: OutMessage | undefined): void => {
+    if (message) ws.send(message.data, message.binary);
+  };
+
+  /** The call is claimed: the session gets a transport through the codec, and the caller's audio flows. */
+  function join(ws: uWS.WebSocket<SocketData>, data: SocketData, session: CallSession): void {
+    data.session = session;
+    clearTimeout(data.startTimer);
+    const { codec } = data;
+    const transport: CallTransport = {
+      sendAudio(frame) {
+        if (data.closed || ws.getBufferedAmount() > MAX_BUFFERED_BYTES) return;
+        send(ws, codec.audio(frame));
+      },
+      sendMark(name) {
+        if (!data.closed) send(ws, codec.mark(name));
+      },
+      clear() {
+        if (!data.closed) send(ws, codec.clear());
+      },
+      close() {
+        if (data.closed) return;
+        data.closed = true;
+        ws.end(1000, 'call ended');
+      },
+    };
+    data.input = deps.voice.attach(session, transport);
+    data.assembler = new FrameAssembler((frame) => data.input?.audio(frame));
+  }
+
+  app.ws<SocketData>(format.path, guarded(deps.logger, format.name, {
+    maxPayloadLength: 64 * 1024,
+    idleTimeout: 60,
+    sendPingsAutomatically: true,
+    upgrade(res, req, context) {
+      let session: CallSession | undefined;
+      if (format.claim === 'query') {
+        const query = new URLSearchParams(req.getQuery() ?? '');
+        session = deps.voice.claim(Number(query.get('call_id')), query.get('token') ?? '');
+        if (!session) {
+          res.writeStatus('401 Unauthorized').writeHeader('Content-Type', 'application/json').end(JSON.stringify({ message: 'The call token is invalid, used or expired.' }));
+          return;
+        }
+      }
+      res.upgrade<SocketData>(
+        { codec: format.codec(), session, input: undefined, assembler: undefined, closed: false, stopped: false, startTimer: undefined },
+        req.getHeader('sec-websocket-key'),
+        req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'),
+        context,
+      );
+    },
+    open(ws) {
+      deps.onCount?.(1);
+      const data = ws.getUserData();
+      if (data.session) {
+        join(ws, data, data.session);
+        return;
+      }
+      data.startTimer = setTimeout(() => {
+        if (data.session || data.closed) return;
+        data.closed = true;
+        ws.end(1008, 'no stream start');
+      }, deps.startTimeoutMs ?? START_TIMEOUT_MS);
+      data.startTimer.unref();
+    },
+    message(ws, raw, isBinary) {
+      const data = ws.getUserData();
+      if (data.closed) return;
+      const event = data.codec.decode(raw, isBinary);
+      if (!event) return;
+      switch (event.type) {
+        case 'audio':
+          data.assembler?.push(event.samples);
+          return;
+        case 'start': {
+          if (data.session || format.claim !== 'start') return;
+          const session = deps.voice.claim(event.callId, event.token);
+          if (!session) {
+            deps.logger.warn({ callId: event.callId, carrier: format.name }, 'media stream refused: unknown, used or expired stream token');
+            data.closed = true;
+            ws.end(1008, 'invalid stream token');
+            return;
+          }
+          join(ws, data, session);
+          return;
+        }
+        case 'mark':
+          data.session?.mark(event.name);
+          return;
+        case 'dtmf':
+          data.session?.dtmf(event.digit);
+          return;
+        case 'stop':
+          data.stopped = true;
+          data.session?.send({ type: 'CALLER_HUNG_UP' });
+          return;
+        case 'reply':
+          ws.send(event.message);
+      }
+    },
+    close(ws, code) {
+      const data = ws.getUserData();
+      clearTimeout(data.startTimer);
+      deps.onCount?.(-1);
+      const wasClosed = data.closed;
+      data.closed = true;
+      if (wasClosed || data.stopped || !data.session?.live) return;
+      data.session.send({ type: format.hangUpOnClose?.(code) ? 'CALLER_HUNG_UP' : 'CONNECTION_LOST' });
+    },
+  }));
+}

@@ -1,9 +1,10 @@
-import { Downsampler, FRAME_SAMPLES } from '../audio.js';
+import { Downsampler, FRAME_SAMPLES, Upsampler } from '../audio.js';
+import type { MediaCodec, MediaFormat } from './types.js';
 
 /**
- * Twilio media-stream message handling shared by the server socket and the phone client: the
- * base64 payload of a `media` message found without parsing the JSON (50 such messages a second
- * per call), and a `media` message written without building an object.
+ * Twilio's media-stream wire format (`twilioFormat`), and the message handling it shares with the
+ * simulated phone: the base64 payload of a `media` message found without parsing the JSON (50
+ * such messages a second per call), and a `media` message written without building an object.
  */
 
 const MEDIA_MARKER = Buffer.from('"event":"media"');
@@ -121,3 +122,62 @@ export class MediaMessageWriter {
     return this.message.subarray(0, end + SUFFIX.length);
   }
 }
+
+interface TwilioMessage {
+  event?: string;
+  streamSid?: string;
+  start?: { streamSid?: string; callSid?: string; customParameters?: Record<string, string> };
+  media?: { payload?: string; track?: string };
+  mark?: { name?: string };
+  dtmf?: { digit?: string };
+}
+
+/** One Twilio media stream: JSON messages, 8 kHz mu-law in base64 both ways. */
+function twilioCodec(): MediaCodec {
+  const upsampler = new Upsampler();
+  let streamSid = '';
+  let writer: MediaMessageWriter | undefined;
+  return {
+    decode(message, isBinary) {
+      if (isBinary) return undefined;
+      const bytes = Buffer.from(message);
+      // The 50 `media` messages a second take the fast path, decoded without parsing the JSON.
+      const payload = mediaPayload(bytes);
+      if (payload) return writer ? { type: 'audio', samples: upsampler.processMulaw(payload) } : undefined;
+      let parsed: TwilioMessage;
+      try {
+        parsed = JSON.parse(bytes.toString('utf8')) as TwilioMessage;
+      } catch {
+        return undefined;
+      }
+      // Anyone can open the socket: whatever is not an object with the expected fields is ignored.
+      if (parsed === null || typeof parsed !== 'object') return undefined;
+      switch (parsed.event) {
+        case 'start': {
+          const params = (typeof parsed.start?.customParameters === 'object' && parsed.start.customParameters) || {};
+          const sid = parsed.start?.streamSid ?? parsed.streamSid;
+          streamSid = typeof sid === 'string' ? sid : '';
+          writer = new MediaMessageWriter(streamSid);
+          return { type: 'start', callId: Number(params.call_id), token: String(params.token ?? ''), streamId: streamSid };
+        }
+        case 'media':
+          if (typeof parsed.media?.payload !== 'string' || !writer || (parsed.media.track ?? 'inbound') !== 'inbound') return undefined;
+          return { type: 'audio', samples: upsampler.processMulaw(Buffer.from(parsed.media.payload, 'base64')) };
+        case 'mark':
+          return typeof parsed.mark?.name === 'string' ? { type: 'mark', name: parsed.mark.name } : undefined;
+        case 'dtmf':
+          return typeof parsed.dtmf?.digit === 'string' ? { type: 'dtmf', digit: parsed.dtmf.digit } : undefined;
+        case 'stop':
+          return { type: 'stop' };
+        default:
+          return undefined;
+      }
+    },
+    audio: (frame) => ({ data: (writer ??= new MediaMessageWriter(streamSid)).frame(frame), binary: false }),
+    mark: (name) => ({ data: JSON.stringify({ event: 'mark', streamSid, mark: { name } }), binary: false }),
+    clear: () => ({ data: JSON.stringify({ event: 'clear', streamSid }), binary: false }),
+  };
+}
+
+/** Twilio Media Streams (bidirectional), `<Connect><Stream>` with the call's id and token as `<Parameter>`s. */
+export const twilioFormat: MediaFormat = { name: 'twilio', path: '/ws/telephony/twilio', claim: 'start', codec: twilioCodec };
