@@ -1,31 +1,104 @@
 /**
- * Time as the call actors see it. Production uses the system clock; tests and benchmarks may
- * inject a `ManualClock` and move time themselves, so a 40-second silence timer takes no 40 seconds.
- * The shape matches XState's `clock` option, so the same object drives delayed transitions.
+ * Time as the platform's timers see it: calls, conversations, sweeps, polls and lease renewals.
+ * Production uses the system clock; tests and benchmarks may inject a `ManualClock` and move time
+ * themselves, so a 40-second silence timer or a 60-second sweep takes no real time.
+ * The first three members match XState's `clock` option, so the same object drives delayed
+ * transitions.
+ *
+ * What stays off the clock: timestamps stored in the database and the leases and due times
+ * compared there (PostgreSQL's `now()`, shared by every process); bounds on network I/O (a
+ * vendor's stall, an outbound fetch); and the bounds of a stop, which a supervisor measures in
+ * real time.
  */
 export interface Clock {
   now(): number;
   setTimeout(callback: () => void, ms: number): unknown;
   clearTimeout(handle: unknown): void;
+  /**
+   * Runs `task` every `ms` until the returned function is called. The next run is timed from the
+   * end of the last (a promise `task` returns is waited for), so runs never overlap. Background
+   * work: on the system clock it never keeps the process alive.
+   */
+  every(ms: number, task: () => unknown): () => void;
+}
+
+/** `task` every `ms` on timers made by `schedule`; see `Clock.every`. */
+function repeat(schedule: (callback: () => unknown, ms: number) => unknown, cancel: (handle: unknown) => void, ms: number, task: () => unknown): () => void {
+  let stopped = false;
+  let handle: unknown;
+  const arm = () => {
+    if (!stopped) handle = schedule(run, ms);
+  };
+  const run = () => {
+    let result: unknown;
+    try {
+      result = task();
+    } catch (error) {
+      arm();
+      throw error;
+    }
+    if (!(result instanceof Promise)) return arm();
+    return result.finally(arm);
+  };
+  arm();
+  return () => {
+    stopped = true;
+    cancel(handle);
+  };
 }
 
 export const systemClock: Clock = {
   now: () => performance.timeOrigin + performance.now(),
   setTimeout: (callback, ms) => setTimeout(callback, ms),
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+  every: (ms, task) =>
+    repeat(
+      (callback, delay) => setTimeout(callback, delay).unref(),
+      (handle) => clearTimeout(handle as NodeJS.Timeout),
+      ms,
+      task,
+    ),
 };
+
+/** Resolves after `ms` by `clock`. */
+export function sleep(clock: Clock, ms: number): Promise<void> {
+  return new Promise((resolve) => clock.setTimeout(resolve, ms));
+}
+
+/**
+ * An AbortSignal that aborts at `at` (clock time), or at once if that has passed; `done` drops its
+ * timer (call it when the work it bounds is over).
+ */
+export function deadlineSignal(clock: Clock, at: number, reason: () => Error): { signal: AbortSignal; done(): void } {
+  const controller = new AbortController();
+  if (at <= clock.now()) {
+    controller.abort(reason());
+    return { signal: controller.signal, done: () => {} };
+  }
+  const timer = clock.setTimeout(() => controller.abort(reason()), at - clock.now());
+  return { signal: controller.signal, done: () => clock.clearTimeout(timer) };
+}
 
 interface Timer {
   readonly id: number;
   readonly at: number;
-  readonly callback: () => void;
+  readonly callback: () => unknown;
 }
 
-/** A clock that moves only when told to; due timers run in time order, each at its own time. */
+/**
+ * A clock that moves only when told to; due timers run in time order, each at its own time. Its
+ * timers never keep the process alive (there is nothing real to wait for).
+ *
+ * For tests that need to know when the work a timer started is done, a callback may return a
+ * promise (the runs of `every` return their task's): `settled()` waits for those, and
+ * `nextTimer()` for a loop that waits on the clock to come round to waiting again.
+ */
 export class ManualClock implements Clock {
   private time: number;
   private nextId = 1;
   private timers: Timer[] = [];
+  private readonly running = new Set<Promise<unknown>>();
+  private timerWaiters: Array<(ms: number) => void> = [];
 
   constructor(start = Date.UTC(2026, 0, 1)) {
     this.time = start;
@@ -35,14 +108,19 @@ export class ManualClock implements Clock {
     return this.time;
   }
 
-  setTimeout(callback: () => void, ms: number): unknown {
+  setTimeout(callback: () => unknown, ms: number): unknown {
     const timer = { id: this.nextId++, at: this.time + Math.max(0, ms), callback };
     this.timers.push(timer);
+    for (const waiter of this.timerWaiters.splice(0)) waiter(ms);
     return timer.id;
   }
 
   clearTimeout(handle: unknown): void {
     this.timers = this.timers.filter((timer) => timer.id !== handle);
+  }
+
+  every(ms: number, task: () => unknown): () => void {
+    return repeat((callback, delay) => this.setTimeout(callback, delay), (handle) => this.clearTimeout(handle), ms, task);
   }
 
   /** Number of timers waiting. */
@@ -59,8 +137,22 @@ export class ManualClock implements Clock {
       if (!next) break;
       this.timers.splice(this.timers.indexOf(next), 1);
       this.time = Math.max(this.time, next.at);
-      next.callback();
+      const result = next.callback();
+      if (result instanceof Promise) {
+        const tracked: Promise<unknown> = result.catch(() => undefined).finally(() => this.running.delete(tracked));
+        this.running.add(tracked);
+      }
     }
     this.time = end;
+  }
+
+  /** Resolves once every promise returned by a timer this clock ran has settled. */
+  async settled(): Promise<void> {
+    while (this.running.size > 0) await Promise.all(this.running);
+  }
+
+  /** Resolves with the delay of the next timer set from now on. */
+  nextTimer(): Promise<number> {
+    return new Promise((resolve) => this.timerWaiters.push(resolve));
   }
 }

@@ -70,6 +70,12 @@ export interface Runtime {
   /** Resolves once no call is live here and no message is being answered (the grace of a stop waits for it). */
   quiet(): Promise<void>;
   /**
+   * Resolves once the background work under way has settled: document jobs (every one due has its
+   * outcome), webhook attempts (every one due was made) and evaluations. Tests read outcomes after
+   * it instead of polling for them.
+   */
+  settled(): Promise<void>;
+  /**
    * Stop, step 3: ends the calls still live (a goodbye of up to `goodbyeMs` where the caller can
    * hear it, unless `cutShort` settles first) and cuts short the replies still being written (refunded); resolves once every end is
    * saved with its charge and webhook.
@@ -107,6 +113,7 @@ export interface Services {
 export interface RuntimeOptions {
   /** The resolver of the outbound guard (tests answer for names they invent). */
   readonly lookup?: HostLookup;
+  /** The clock of every timer: calls, conversations, sweeps, polls and lease renewals. @defaultValue systemClock */
   readonly clock?: Clock;
   readonly speech?: SpeechOverrides;
   readonly carrier?: Carrier;
@@ -120,6 +127,7 @@ export interface RuntimeOptions {
 
 
 export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
+  const clock = options.clock ?? systemClock;
   let embedded: EmbeddedPostgres | undefined;
   let databaseUrl = config.databaseUrl;
   if (!databaseUrl) {
@@ -164,6 +172,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     crawler: createCrawler({ fetch: outbound, workers }),
     dataDir: config.dataDir,
     logger: logger.child({ component: 'ingestion' }),
+    clock,
     concurrency: config.ingestionConcurrency,
     leaseMs: config.ingestionLeaseMs,
   });
@@ -173,6 +182,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     pool: db,
     fetch: outbound,
     logger: logger.child({ component: 'webhooks' }),
+    clock,
     retryDelaysMs: config.webhookRetryDelaysMs,
     onAttempt: (outcome) => metrics?.webhookAttempt(outcome),
   });
@@ -187,6 +197,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     knowledge,
     outbound,
     logger: logger.child({ component: 'conversations' }),
+    clock,
     turnMs: options.conversationTurnMs,
     turnLeaseSeconds: options.conversationTurnLeaseSeconds,
   });
@@ -204,7 +215,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     knowledge,
     outbound,
     carrier: options.carrier ?? (config.twilio ? createTwilioCarrier(config.twilio) : createLoopbackCarrier(silentPhone, voiceLogger)),
-    clock: options.clock ?? systemClock,
+    clock,
     logger: voiceLogger,
     publicUrl,
     calendarBaseUrl: config.calendarApiUrl,
@@ -251,15 +262,13 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   ingestion.start();
   webhookWorker.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
-  const evaluationSweep = setInterval(() => void evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')), 5 * 60_000);
-  evaluationSweep.unref();
+  const stopEvaluationSweep = clock.every(5 * 60_000, () => evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')));
   // The embedded database is this process's alone: a message still owed its reply was left by the
   // process before it (killed mid-turn), and is refunded at once rather than after the usual wait.
   void conversationEngine.refundUnanswered(embedded ? 0 : undefined).catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
-  const renewNumbers = () => void services.phoneNumbers.renewDue().catch((error: unknown) => logger.error({ err: error }, 'phone numbers could not be renewed'));
-  const renewals = setInterval(renewNumbers, 60 * 60_000);
-  renewals.unref();
-  renewNumbers();
+  const renewNumbers = () => services.phoneNumbers.renewDue().catch((error: unknown) => logger.error({ err: error }, 'phone numbers could not be renewed'));
+  const stopRenewals = clock.every(60 * 60_000, renewNumbers);
+  void renewNumbers();
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
 
   return {
@@ -287,6 +296,11 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     async quiet() {
       await Promise.all([voice.quiet(), conversationEngine.quiet()]);
     },
+    async settled() {
+      // An evaluation's end releases its call's webhook: evaluations first, then what they woke.
+      await evaluator.idle();
+      await Promise.all([ingestion.idle(), webhookWorker.idle()]);
+    },
     async endLive(goodbyeMs, cutShort) {
       await Promise.all([voice.endAll(goodbyeMs, cutShort), conversationEngine.stop()]);
     },
@@ -299,8 +313,8 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     recordings,
     async stop(graceMs = Infinity) {
       stopping = true;
-      clearInterval(renewals);
-      clearInterval(evaluationSweep);
+      stopRenewals();
+      stopEvaluationSweep();
       await voice.stop();
       await conversationEngine.stop();
       // Side by side: an attempt in flight finishes (it has its own 10 s limit), an evaluation left

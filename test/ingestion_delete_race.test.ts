@@ -10,6 +10,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { ManualClock } from '../runtime/clock.js';
 import { createCrawler } from '../runtime/knowledge/crawler.js';
 import { createLocalEmbedder } from '../runtime/knowledge/embedder.js';
 import { createIngestion } from '../runtime/knowledge/ingestion.js';
@@ -47,7 +48,10 @@ async function documentWithJob(databaseUrl: string, name: string, file: string, 
   });
 }
 
-/** The ingestion worker over the real worker pool and local embedder, with `index` as the search index. */
+/**
+ * The ingestion worker over the real worker pool and local embedder, with `index` as the search
+ * index; its clock stands still, so jobs run only as `start` and `wake` look for them.
+ */
 function ingestionOf(s: Awaited<ReturnType<typeof setup>>, index: SearchIndex) {
   return createIngestion({
     pool: s.pool,
@@ -57,6 +61,7 @@ function ingestionOf(s: Awaited<ReturnType<typeof setup>>, index: SearchIndex) {
     crawler: createCrawler({ fetch: createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }), workers: s.workers }),
     dataDir: s.dataDir,
     logger: createLogger('silent'),
+    clock: new ManualClock(),
     concurrency: 1,
     leaseMs: 60_000,
   });
@@ -101,7 +106,7 @@ t.test('a job claimed more often than its attempts without an outcome (its runs 
   const ingestion = ingestionOf(s, index);
   ingestion.start();
   const status = () => withClient(databaseUrl, async (db) => (await db.query(`SELECT status, error FROM documents WHERE id = $1`, [documentId])).rows[0]);
-  for (let i = 0; i < 200 && (await status()).status === 'processing'; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  await ingestion.idle();
   await ingestion.stop();
   t.same(await status(), { status: 'failed', error: 'The document could not be processed.' });
   t.equal(indexed, 0, 'not run a sixth time');

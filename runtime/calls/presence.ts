@@ -50,7 +50,7 @@ export interface CallPresenceDeps {
 export function createCallPresence(deps: CallPresenceDeps) {
   const { pool, clock, logger, timings } = deps;
   let heartbeat: unknown;
-  let sweeper: NodeJS.Timeout | undefined;
+  let stopSweeps: (() => void) | undefined;
   let stopped = false;
   /** Silent calls seen by the last sweep, as last seen then. */
   let sighted = new Map<number, string>();
@@ -85,18 +85,19 @@ export function createCallPresence(deps: CallPresenceDeps) {
     return settled;
   }
 
-  function sweep(options: { all?: boolean } = {}): void {
-    settleOrphans(options).then(
+  function sweep(options: { all?: boolean } = {}): Promise<unknown> {
+    return settleOrphans(options).then(
       (ids) => ids.length > 0 && logger.warn({ calls: ids }, 'ended and charged calls left open by a stopped process'),
       (error: unknown) => logger.error({ err: error }, 'calls left open by a stopped process could not be settled'),
     );
   }
 
-  function beat(): void {
+  /** Vouches for the calls held; resolves once that is written (or failed). */
+  function beat(): Promise<unknown> | undefined {
     heartbeat = undefined;
     const held = deps.held();
-    if (held.length === 0 || stopped) return;
-    touchCalls(pool, held).then(
+    if (held.length === 0 || stopped) return undefined;
+    const vouched = touchCalls(pool, held).then(
       (vouched) => {
         if (vouched.length === held.length) return;
         const found = new Set(vouched);
@@ -106,6 +107,7 @@ export function createCallPresence(deps: CallPresenceDeps) {
       (error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'),
     );
     arm();
+    return vouched;
   }
 
   /** Starts the heartbeat if it is not running; it stops by itself when the process holds no call. */
@@ -117,15 +119,14 @@ export function createCallPresence(deps: CallPresenceDeps) {
   return {
     /** Sweeps now and then every `sweepMs`; `exclusive`: the database is this process's alone, so the first sweep takes every open call at once. */
     start(options: { exclusive: boolean }): void {
-      sweeper = setInterval(() => sweep(), timings.sweepMs);
-      sweeper.unref();
-      sweep({ all: options.exclusive });
+      stopSweeps = clock.every(timings.sweepMs, () => sweep());
+      void sweep({ all: options.exclusive });
     },
     arm,
     settleOrphans,
     stop(): void {
       stopped = true;
-      if (sweeper) clearInterval(sweeper);
+      stopSweeps?.();
       if (heartbeat !== undefined) clock.clearTimeout(heartbeat);
       heartbeat = undefined;
     },

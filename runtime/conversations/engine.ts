@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
 import type { AssistantRow, AssistantWithTools } from '../assistants/repository.js';
 import { within } from '../bounded.js';
+import { deadlineSignal, sleep, type Clock } from '../clock.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError } from '../errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
@@ -77,6 +77,8 @@ export interface EngineDeps {
   readonly knowledge: KnowledgeService;
   readonly outbound: OutboundFetch;
   readonly logger: Logger;
+  /** The clock of the engine's timers: sweeps, turn deadlines, lease renewals and waits for a turn. */
+  readonly clock: Clock;
   /** Idle time after which an actor is dropped from memory. @defaultValue 10 minutes */
   readonly idleMs?: number;
   /**
@@ -116,15 +118,15 @@ const STOP_TURNS_MS = 10_000;
 export const UNANSWERED_AFTER_SECONDS = 15 * 60;
 
 export function createConversationEngine(deps: EngineDeps) {
-  const { pool, logger } = deps;
+  const { pool, logger, clock } = deps;
   const idleMs = deps.idleMs ?? 10 * 60 * 1000;
   const turnMs = deps.turnMs ?? 3 * 60 * 1000;
   const TURN_LEASE_SECONDS = deps.turnLeaseSeconds ?? 60;
   const overdue = () => new LlmError(`the reply was not done within ${turnMs / 1000} s`, false);
   /** A message waits this long at most for another process's turn on its conversation. */
   const waitForTurnMs = turnMs + 2 * TURN_LEASE_SECONDS * 1000;
-  /** The turn this process holds per conversation (its actor runs one at a time): owner id and lease heartbeat. */
-  const turns = new Map<string, { owner: string; heartbeat: NodeJS.Timeout }>();
+  /** The turn this process holds per conversation (its actor runs one at a time): owner id and its lease heartbeat's stop. */
+  const turns = new Map<string, { owner: string; stopHeartbeat: () => void }>();
   let stopped = false;
   /** A stop has begun: no new message is taken; turns under way go on until `stop` cuts them short. */
   let draining = false;
@@ -136,18 +138,17 @@ export function createConversationEngine(deps: EngineDeps) {
   const quietWaiters: Array<() => void> = [];
 
   function holdingTurn(conversationId: string, owner: string): void {
-    const heartbeat = setInterval(() => {
-      holdTurn(pool, conversationId, owner, TURN_LEASE_SECONDS).catch((error: unknown) => logger.warn({ err: error, conversationId }, 'could not renew the turn'));
-    }, (TURN_LEASE_SECONDS * 1000) / 3);
-    heartbeat.unref();
-    turns.set(conversationId, { owner, heartbeat });
+    const stopHeartbeat = clock.every((TURN_LEASE_SECONDS * 1000) / 3, () =>
+      holdTurn(pool, conversationId, owner, TURN_LEASE_SECONDS).catch((error: unknown) => logger.warn({ err: error, conversationId }, 'could not renew the turn')),
+    );
+    turns.set(conversationId, { owner, stopHeartbeat });
   }
 
   /** Stops renewing this process's turn; returns its owner id (for the statement that ends it). */
   function leavingTurn(conversationId: string): string | undefined {
     const turn = turns.get(conversationId);
     if (!turn) return undefined;
-    clearInterval(turn.heartbeat);
+    turn.stopHeartbeat();
     turns.delete(conversationId);
     return turn.owner;
   }
@@ -289,7 +290,7 @@ export function createConversationEngine(deps: EngineDeps) {
           const { setup: s, job } = input;
           let accepted: { messageId: number; aiEnabled: boolean } | undefined;
           const owner = randomUUID();
-          const waitUntil = Date.now() + waitForTurnMs;
+          const waitUntil = clock.now() + waitForTurnMs;
           for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 500)) {
             if (stopped) throw shuttingDown();
             accepted = await pool.transaction(async (tx) => {
@@ -312,8 +313,8 @@ export function createConversationEngine(deps: EngineDeps) {
               return { messageId: message.id, aiEnabled: state.ai_enabled };
             });
             if (accepted) break;
-            if (Date.now() > waitUntil) throw new LlmError('another reply in this conversation is still being written', true);
-            await sleep(waitMs);
+            if (clock.now() > waitUntil) throw new LlmError('another reply in this conversation is still being written', true);
+            await sleep(clock, waitMs);
           }
           if (accepted.aiEnabled) holdingTurn(s.conversationId, owner);
           deliver(s.conversationId, accepted.messageId, { type: 'message', role: 'user', content: job.text, function_calls: [] });
@@ -322,13 +323,13 @@ export function createConversationEngine(deps: EngineDeps) {
             const passages = await deps.knowledge.search(s.ownerId, s.promptKnowledgebaseId, job.text, 3).catch(() => []);
             if (passages.length > 0) systemPrompt += `\n\n${knowledgeSection(passages)}`;
           }
-          return { messageId: accepted.messageId, charged: s.price, aiEnabled: accepted.aiEnabled, systemPrompt, deadline: Date.now() + turnMs };
+          return { messageId: accepted.messageId, charged: s.price, aiEnabled: accepted.aiEnabled, systemPrompt, deadline: clock.now() + turnMs };
         }),
 
         think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
           const { setup: s, turn } = input;
-          const overtime = AbortSignal.timeout(Math.max(1, turn.deadline - Date.now()));
-          const deadline = AbortSignal.any([overtime, stopping.signal]);
+          const overtime = deadlineSignal(clock, turn.deadline, overdue);
+          const deadline = AbortSignal.any([overtime.signal, stopping.signal]);
           const round = streamRound(
             {
               signal: deadline,
@@ -342,9 +343,11 @@ export function createConversationEngine(deps: EngineDeps) {
             logger,
             { conversationId: s.conversationId },
           );
-          const result = await round.catch((error: unknown) => {
-            throw stopping.signal.aborted ? shuttingDown() : deadline.aborted ? overdue() : error;
-          });
+          const result = await round
+            .catch((error: unknown) => {
+              throw stopping.signal.aborted ? shuttingDown() : deadline.aborted ? overdue() : error;
+            })
+            .finally(overtime.done);
           if (stopping.signal.aborted) throw shuttingDown();
           if (deadline.aborted) throw overdue();
           return { text: result.text, calls: [...result.calls] };
@@ -359,7 +362,7 @@ export function createConversationEngine(deps: EngineDeps) {
           const results = [];
           for (const [index, call] of turn.pending.entries()) {
             if (stopping.signal.aborted) throw shuttingDown();
-            if (Date.now() >= turn.deadline) throw overdue();
+            if (clock.now() >= turn.deadline) throw overdue();
             const args = parseArguments(call.arguments);
             // Every call gets its answer (the model expects one per call), but only so many run.
             const result = index < MAX_CALLS_PER_ROUND ? await runFunction(call.name, args, context) : { error: `Only ${MAX_CALLS_PER_ROUND} functions run per round; this call was not run.` };
@@ -389,21 +392,20 @@ export function createConversationEngine(deps: EngineDeps) {
         }),
       },
     });
-    const actor = createActor(machine, { input: { setup } });
+    const actor = createActor(machine, { input: { setup }, clock });
     actor.start();
-    return { actor, version, lastUsed: Date.now(), busy: 0 };
+    return { actor, version, lastUsed: clock.now(), busy: 0 };
   }
 
-  const sweeper = setInterval(() => {
-    const now = Date.now();
+  const stopSweeper = clock.every(Math.min(idleMs, 60_000), () => {
+    const now = clock.now();
     for (const [id, entry] of live) {
       if (entry.busy === 0 && now - entry.lastUsed > idleMs && events.listenerCount(id) === 0) {
         entry.actor.send({ type: 'end' });
         live.delete(id);
       }
     }
-  }, Math.min(idleMs, 60_000));
-  sweeper.unref();
+  });
 
   /**
    * Refunds charged messages still owed a reply after `olderThanSeconds`: a process that stopped
@@ -424,10 +426,9 @@ export function createConversationEngine(deps: EngineDeps) {
     return refunded;
   }
 
-  const refundSweep = setInterval(() => {
-    refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
-  }, 60_000);
-  refundSweep.unref();
+  const stopRefundSweep = clock.every(60_000, () =>
+    refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded')),
+  );
 
   /**
    * The conversation's actor, rebuilt when the assistant or its tools changed since it was built
@@ -463,12 +464,12 @@ export function createConversationEngine(deps: EngineDeps) {
       try {
         const entry = await actorFor(conversation, assistant);
         entry.busy++;
-        entry.lastUsed = Date.now();
+        entry.lastUsed = clock.now();
         try {
           return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, resolve, reject } }));
         } finally {
           entry.busy--;
-          entry.lastUsed = Date.now();
+          entry.lastUsed = clock.now();
         }
       } finally {
         busy--;
@@ -514,8 +515,8 @@ export function createConversationEngine(deps: EngineDeps) {
       // A tool call under way finishes first (it has its own time limit); not waited for past this.
       await within(this.quiet(), STOP_TURNS_MS);
       for (const conversationId of [...turns.keys()]) leavingTurn(conversationId);
-      clearInterval(sweeper);
-      clearInterval(refundSweep);
+      stopSweeper();
+      stopRefundSweep();
       for (const entry of live.values()) entry.actor.stop();
       live.clear();
       await notifications?.close();

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DatabasePool } from 'slonik';
 import type { Block } from '../../workers/text.js';
+import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { OutboundError } from '../net/outbound.js';
 import type { IndexedChunk, SearchIndex } from '../search/types.js';
@@ -25,6 +26,8 @@ export interface IngestionOptions {
   readonly crawler: Crawler;
   readonly dataDir: string;
   readonly logger: Logger;
+  /** The clock of the poll and the lease renewals (a job's lease itself is kept in database time). */
+  readonly clock: Clock;
   /** Jobs processed at once. */
   readonly concurrency: number;
   /** Lease of a claimed job; renewed every third of it while the job runs. */
@@ -42,15 +45,22 @@ class PermanentFailure extends Error {
 }
 
 export function createIngestion(options: IngestionOptions) {
-  const { pool, workers, embedder, index, crawler, logger } = options;
+  const { pool, workers, embedder, index, crawler, logger, clock } = options;
   const pollMs = options.pollMs ?? 1000;
   const maxAttempts = options.maxAttempts ?? 3;
   const backoffMs = options.backoffMs ?? 5000;
   let running = false;
-  let timer: NodeJS.Timeout | undefined;
+  let stopPoll: (() => void) | undefined;
   /** Jobs being run, with the claim each holds. */
   const active = new Map<Promise<void>, ClaimedJob>();
   const claims = new Set<Promise<unknown>>();
+  /** Drains under way (each between its first claim and its return). */
+  let draining = 0;
+  const idleWaiters: Array<() => void> = [];
+
+  function settleIdle(): void {
+    if (draining === 0 && active.size === 0) for (const waiter of idleWaiters.splice(0)) waiter();
+  }
 
   async function blocksOf(job: ClaimedJob): Promise<Block[]> {
     if (job.type === 'website') {
@@ -127,9 +137,9 @@ export function createIngestion(options: IngestionOptions) {
         .catch((error: unknown) => logger.warn({ err: error, documentId: job.document_id }, 'could not record the ingestion outcome'));
       return;
     }
-    const renew = setInterval(() => {
-      renewLease(pool, job, options.leaseMs).catch((error: unknown) => logger.warn({ err: error, jobId: job.id }, 'could not renew job lease'));
-    }, Math.max(50, Math.floor(options.leaseMs / 3)));
+    const stopRenewing = clock.every(Math.max(50, Math.floor(options.leaseMs / 3)), () =>
+      renewLease(pool, job, options.leaseMs).catch((error: unknown) => logger.warn({ err: error, jobId: job.id }, 'could not renew job lease')),
+    );
     try {
       await process(job);
     } catch (error) {
@@ -149,7 +159,7 @@ export function createIngestion(options: IngestionOptions) {
         logger.warn({ err: settleError, documentId: job.document_id }, 'could not record the ingestion outcome');
       }
     } finally {
-      clearInterval(renew);
+      stopRenewing();
     }
   }
 
@@ -159,6 +169,16 @@ export function createIngestion(options: IngestionOptions) {
    * than `concurrency` jobs.
    */
   async function drain(): Promise<void> {
+    draining++;
+    try {
+      await claimAndRun();
+    } finally {
+      draining--;
+      settleIdle();
+    }
+  }
+
+  async function claimAndRun(): Promise<void> {
     while (running && active.size + claims.size < options.concurrency) {
       const claim = claimJob(pool, options.leaseMs);
       claims.add(claim);
@@ -175,17 +195,10 @@ export function createIngestion(options: IngestionOptions) {
       const work = runJob(job).finally(() => {
         active.delete(work);
         if (running) void drain();
+        settleIdle();
       });
       active.set(work, job);
     }
-  }
-
-  function schedule(): void {
-    if (!running) return;
-    timer = setTimeout(() => {
-      void drain().finally(schedule);
-    }, pollMs);
-    timer.unref();
   }
 
   return {
@@ -193,16 +206,20 @@ export function createIngestion(options: IngestionOptions) {
       if (running) return;
       running = true;
       void drain();
-      schedule();
+      stopPoll = clock.every(pollMs, drain);
     },
     /** A job was just enqueued: look now instead of at the next poll. */
     wake(): void {
       if (running) void drain();
     },
+    /** Resolves once no job is being claimed or run: every job due when the last claim looked has its outcome recorded. */
+    idle(): Promise<void> {
+      return draining === 0 && active.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
+    },
     /** The first step of a stop: no new job is claimed; the jobs in hand go on until `stop`. */
     drain(): void {
       running = false;
-      if (timer) clearTimeout(timer);
+      stopPoll?.();
     },
     /**
      * Stops claiming and waits up to `graceMs` for the jobs in hand (a claim under way included);
@@ -211,7 +228,7 @@ export function createIngestion(options: IngestionOptions) {
      */
     async stop(graceMs = Infinity): Promise<void> {
       running = false;
-      if (timer) clearTimeout(timer);
+      stopPoll?.();
       await Promise.allSettled([...claims]);
       let timeout: NodeJS.Timeout | undefined;
       const late = new Promise<void>((resolve) => {

@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
+import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { storableText } from '../store/text.js';
@@ -156,10 +157,13 @@ export interface WebhookWorkerOptions {
   readonly pool: DatabasePool;
   readonly fetch: OutboundFetch;
   readonly logger: Logger;
-  /** @defaultValue 1 000 ms */
+  /** The clock of the poll. */
+  readonly clock: Clock;
+  /** How often the worker looks for due deliveries. @defaultValue 1 000 ms */
   readonly pollMs?: number;
   /** Delays before attempts 2..8; tests shorten them. */
   readonly retryDelaysMs?: readonly number[];
+  /** Wall-clock time of the signatures (receivers check it against theirs). */
   readonly now?: () => number;
   /** Deliveries attempted at once. @defaultValue 4 */
   readonly concurrency?: number;
@@ -173,13 +177,17 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
   const now = options.now ?? Date.now;
   const concurrency = options.concurrency ?? 4;
   let running = false;
-  let timer: NodeJS.Timeout | undefined;
+  let stopPoll: (() => void) | undefined;
   const drains = new Set<Promise<void>>();
+  const idleWaiters: Array<() => void> = [];
 
   /** One more drain loop, up to `concurrency`: a receiver that hangs holds up only its own loop. */
   function spawn(): void {
     if (!running || drains.size >= concurrency) return;
-    const loop: Promise<void> = drain().finally(() => drains.delete(loop));
+    const loop: Promise<void> = drain().finally(() => {
+      drains.delete(loop);
+      if (drains.size === 0) for (const waiter of idleWaiters.splice(0)) waiter();
+    });
     drains.add(loop);
   }
 
@@ -282,26 +290,24 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
     }
   }
 
-  function tick(): void {
-    if (!running) return;
-    spawn();
-    timer = setTimeout(tick, options.pollMs ?? 1000);
-    timer.unref();
-  }
-
   return {
     start(): void {
       if (running) return;
       running = true;
-      tick();
+      spawn();
+      stopPoll = options.clock.every(options.pollMs ?? 1000, spawn);
     },
     /** A delivery was queued or redelivered: look now. */
     wake(): void {
       spawn();
     },
+    /** Resolves once no drain loop runs: every delivery due when the last one looked was attempted. */
+    idle(): Promise<void> {
+      return drains.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
+    },
     async stop(): Promise<void> {
       running = false;
-      if (timer) clearTimeout(timer);
+      stopPoll?.();
       await Promise.allSettled([...drains]);
     },
   };
