@@ -1,22 +1,35 @@
 /**
  * One conversation served by two processes sharing the database (as behind a load balancer):
- * a message landing on the second process while the first is still answering waits for that
- * turn, and each process's model sees every message and reply, whichever process handled them;
- * the widget sockets on either process get every stored message once, whichever process stored it.
+ * 1. a message landing on the second process while the first is still answering waits for that
+ *    turn, and each process's model sees every message and reply, whichever process handled them;
+ * 2. a turn outlasting its lease keeps the conversation: its process renews the lease while it runs;
+ * 3. the widget sockets on either process get every stored message once, whichever process stored
+ *    it, also after the connections that listen for them were cut;
+ * 4. a message that commits after a later one still reaches the sockets.
+ * The waits for a turn and the lease renewals run on each process's manual clock, moved by the test.
  */
 import t from 'tap';
 import WebSocket from 'ws';
+import { ManualClock } from '../runtime/clock.js';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { freshDatabase, withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
-import { opened } from './helpers/socket.js';
+import { opened, subscribed, whenFrames } from './helpers/socket.js';
+
+/** Moves `clock` past the wait of a process that waits for another's turn, and resolves once it waits again. */
+async function looksAgain(clock: ManualClock): Promise<void> {
+  const waitsAgain = clock.nextTimer();
+  clock.advance(1_000);
+  await waitsAgain;
+}
 
 t.test('turns of one conversation on two processes run one after the other, on the whole history', async (t) => {
   const fake = await startFakeOpenAi(t);
   const databaseUrl = await freshDatabase();
   const config = { databaseUrl, llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } };
   const a = await startTestPlatform(t, config);
-  const b = await startTestPlatform(t, config);
+  const clock = new ManualClock();
+  const b = await startTestPlatform(t, config, { clock });
   const owner = await a.user();
   const bot = await a.assistant(owner.token, { llm_model_id: 1, initial_message: 'Hello.' });
   const id = (await a.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
@@ -26,13 +39,17 @@ t.test('turns of one conversation on two processes run one after the other, on t
   let release!: () => void;
   fake.scriptChat({ text: 'Answer one.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answer two.' }, { text: 'Answer three.' });
   const first = say(a, 'First');
-  while (fake.requests.filter((r) => r.path.includes('chat')).length < 1) await new Promise((resolve) => setImmediate(resolve));
+  await fake.received(1);
+  const waits = clock.nextTimer();
   const second = say(b, 'Second');
-  // The second process waits for the first turn; nothing reaches the model until it ends.
-  for (let i = 0; i < 20; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  // The second process finds the turn taken and waits; nothing reaches the model until it ends,
+  // however often it looks again.
+  await waits;
+  for (let i = 0; i < 5; i++) await looksAgain(clock);
   t.equal(fake.requests.filter((r) => r.path.includes('chat')).length, 1, 'the second turn waits');
   release();
   t.match((await first).body, { status: true, message: 'Answer one.' });
+  clock.advance(1_000);
   t.match((await second).body, { status: true, message: 'Answer two.' });
   t.match((await say(a, 'Third')).body, { status: true, message: 'Answer three.' });
 
@@ -47,8 +64,9 @@ t.test('a turn longer than its lease keeps the conversation: the lease is renewe
   const fake = await startFakeOpenAi(t);
   const databaseUrl = await freshDatabase();
   const config = { databaseUrl, llmProviders: { openai: { baseUrl: fake.baseUrl, apiKey: 'k' } } };
-  const a = await startTestPlatform(t, config, { conversationTurnLeaseSeconds: 0.3 });
-  const b = await startTestPlatform(t, config, { conversationTurnLeaseSeconds: 0.3 });
+  const [clockA, clockB] = [new ManualClock(), new ManualClock()];
+  const a = await startTestPlatform(t, config, { clock: clockA, conversationTurnLeaseSeconds: 30 });
+  const b = await startTestPlatform(t, config, { clock: clockB, conversationTurnLeaseSeconds: 30 });
   const owner = await a.user();
   const bot = await a.assistant(owner.token, { llm_model_id: 1, initial_message: 'Hello.' });
   const id = (await a.request('POST', '/conversations', { token: owner.token, body: { assistant_id: bot.uuid, type: 'test' } })).body.conversation_id as string;
@@ -56,13 +74,22 @@ t.test('a turn longer than its lease keeps the conversation: the lease is renewe
   let release!: () => void;
   fake.scriptChat({ text: 'Slow answer.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Next answer.' });
   const first = a.request('POST', `/conversations/${id}/messages`, { body: { message: 'Slow' } });
-  while (chats().length < 1) await new Promise((resolve) => setImmediate(resolve));
+  await fake.received(1);
+  const waits = clockB.nextTimer();
   const second = b.request('POST', `/conversations/${id}/messages`, { body: { message: 'Next' } });
-  // Four lease lengths pass while the first turn is still being written.
-  await new Promise((resolve) => setTimeout(resolve, 1_200));
+  await waits;
+  for (let lease = 0; lease < 4; lease++) {
+    // The lease runs out in the database, as when its length has passed with nothing renewing it...
+    await withClient(databaseUrl, (db) => db.query(`UPDATE conversations SET turn_until = now() WHERE id = $1`, [id]));
+    // ...but the first process renews it every third of a lease while its turn runs.
+    clockA.advance(10_000);
+    await clockA.settled();
+    await looksAgain(clockB);
+  }
   t.equal(chats().length, 1, 'the second process still waits');
   release();
   t.match((await first).body, { message: 'Slow answer.' });
+  clockB.advance(1_000);
   t.match((await second).body, { message: 'Next answer.' });
   t.same(chats()[1]!.body.messages.slice(1).map((m: { content: string }) => m.content), ['Hello.', 'Slow', 'Slow answer.', 'Next']);
 });
@@ -86,29 +113,30 @@ t.test("sockets on either process get each stored message once, whichever proces
   const onA = await listen(a);
   const onB = await listen(b);
   // Each socket's process knows where the conversation stands before anything is said.
-  for (let i = 0; i < 10; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  for (const [process, listener] of [[a, onA], [b, onB]] as const) {
+    await subscribed(listener.socket);
+    await process.platform.runtime.services.conversationEngine.watching(id);
+  }
 
   const viaB = await b.request('POST', `/conversations/${id}/messages`, { body: { message: 'Asked on B' } });
   t.equal(viaB.status, 200);
   onA.socket.send(JSON.stringify({ type: 'message', text: 'Asked on A' }));
   const expected = ['user: Asked on B', `assistant: ${viaB.body.message}`, 'user: Asked on A'];
-  const settled = async (listener: { messages: string[] }) => {
-    for (let i = 0; i < 500 && listener.messages.length < 4; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-    for (let i = 0; i < 10; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-    return listener.messages;
-  };
   for (const [name, listener] of [['A', onA], ['B', onB]] as const) {
-    const messages = await settled(listener);
-    t.equal(messages.length, 4, `${name}: four messages, none twice`);
-    t.same(messages.slice(0, 3), expected, `${name}: in order`);
-    t.match(messages[3], /^assistant: /);
+    await whenFrames(listener.socket, () => listener.messages.length >= 4);
+    t.same(listener.messages.slice(0, 3), expected, `${name}: in order`);
+    t.match(listener.messages[3], /^assistant: /);
   }
 
   // The connections that listen are cut (a database restart, a proxy): they come back, and what was stored meanwhile arrives.
   await withClient(databaseUrl, (db) => db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'`));
   const later = await b.request('POST', `/conversations/${id}/messages`, { body: { message: 'While A was away' } });
-  for (let i = 0; i < 500 && onA.messages.length < 6; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-  t.same(onA.messages.slice(4), ['user: While A was away', `assistant: ${later.body.message}`], 'caught up after the connection came back');
+  const afterwards = ['user: While A was away', `assistant: ${later.body.message}`];
+  for (const [name, listener] of [['A', onA], ['B', onB]] as const) {
+    await whenFrames(listener.socket, () => listener.messages.includes(afterwards[1]!));
+    // A message sent twice would stand before the later ones.
+    t.same(listener.messages.slice(4), afterwards, `${name}: four messages, none twice, then the two stored while A's connection was cut`);
+  }
 });
 
 t.test('a message that commits after a later one is still sent to the sockets', async (t) => {
@@ -123,9 +151,10 @@ t.test('a message that commits after a later one is still sent to the sockets', 
     const event = JSON.parse(data.toString());
     if (event.type === 'message') messages.push(event.content);
   });
+  await subscribed(socket);
   const heard = async (content: string) => {
-    for (let i = 0; i < 500 && !messages.includes(content); i++) await new Promise((resolve) => setTimeout(resolve, 10));
-    return messages.includes(content);
+    await whenFrames(socket, () => messages.includes(content));
+    return true;
   };
   await a.request('POST', `/conversations/${id}/messages`, { body: { message: 'Warm up' } });
   t.ok(await heard('Warm up'));

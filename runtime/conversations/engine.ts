@@ -498,6 +498,14 @@ export function createConversationEngine(deps: EngineDeps) {
       };
     },
 
+    /**
+     * Resolves once this process knows where a conversation its sockets watch stood when the first
+     * of them came (messages stored after that reach them); at once if no socket here watches it.
+     */
+    async watching(conversationId: string): Promise<void> {
+      await watched.get(conversationId)?.since?.catch(() => undefined);
+    },
+
     liveCount(): number {
       return live.size;
     },

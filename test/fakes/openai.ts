@@ -23,6 +23,8 @@ export interface FakeOpenAi {
   /** e.g. `http://127.0.0.1:PORT/v1` */
   readonly baseUrl: string;
   readonly requests: Array<{ path: string; headers: IncomingMessage['headers']; body: any }>;
+  /** Resolves once `count` requests have arrived (counting from the fake's start). */
+  received(count: number): Promise<void>;
   failNext(status: number, times?: number): void;
   /** Replies of the next chat completions, in order; afterwards it answers "fake reply". */
   scriptChat(...replies: ScriptedReply[]): void;
@@ -50,12 +52,17 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
   const requests: FakeOpenAi['requests'] = [];
   const failures: number[] = [];
   const script: ScriptedReply[] = [];
+  const waiters: Array<{ count: number; resolve: () => void }> = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
     req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
     req.on('end', () => {
       const body = raw ? JSON.parse(raw) : undefined;
       requests.push({ path: req.url ?? '', headers: req.headers, body });
+      for (const waiter of waiters.filter((w) => requests.length >= w.count)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
       const failure = failures.shift();
       if (failure !== undefined) {
         res.writeHead(failure, { 'content-type': 'application/json' });
@@ -92,6 +99,9 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
   return {
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
     requests,
+    received(count) {
+      return requests.length >= count ? Promise.resolve() : new Promise((resolve) => waiters.push({ count, resolve }));
+    },
     failNext(status, times = 1) {
       for (let i = 0; i < times; i++) failures.push(status);
     },

@@ -10,3 +10,34 @@ export async function opened(t: Test, socket: WebSocket): Promise<WebSocket> {
   t.teardown(() => socket.close());
   return socket;
 }
+
+/**
+ * Resolves once the conversation socket has subscribed to its conversation's events: a frame sent
+ * now is handled after the subscription, so its answer (an error for a frame that is not JSON)
+ * comes back after it.
+ */
+export async function subscribed(socket: WebSocket): Promise<void> {
+  const answered = new Promise<void>((resolve) => {
+    const onFrame = (data: WebSocket.RawData) => {
+      if (JSON.parse(data.toString()).type !== 'error') return;
+      socket.off('message', onFrame);
+      resolve();
+    };
+    socket.on('message', onFrame);
+  });
+  socket.send('not json');
+  await answered;
+}
+
+/** Resolves once `condition` holds, looked at as each frame arrives on `socket`. */
+export async function whenFrames(socket: WebSocket, condition: () => boolean): Promise<void> {
+  if (condition()) return;
+  await new Promise<void>((resolve) => {
+    const onFrame = () => {
+      if (!condition()) return;
+      socket.off('message', onFrame);
+      resolve();
+    };
+    socket.on('message', onFrame);
+  });
+}
