@@ -256,8 +256,8 @@ t.test("knowledgebase_mode prompt: each caller turn's system prompt carries the 
   form.set('type', 'txt');
   form.set('file', new Blob(['Returns are accepted within 30 days with a receipt.\n\nOur stores open at 8 am.']), 'hours.txt');
   const doc = (await s.api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: s.token, raw: form })).body.data.id;
-  const ready = async () => (await s.api.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: s.token })).body.data.status !== 'processing';
-  while (!(await ready())) await new Promise((resolve) => setTimeout(resolve, 30));
+  await s.api.platform.runtime.settled();
+  t.equal((await s.api.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: s.token })).body.data.status, 'active', 'the document is ingested');
   await s.api.request('PUT', `/user/assistant/${s.assistantId}`, { token: s.token, body: { knowledgebase_id: kb, knowledgebase_mode: 'prompt' } });
   const { phone, callId } = await callIn(s, ['When do stores open?']);
   await phone.untilAgentDone();

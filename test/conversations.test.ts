@@ -319,11 +319,8 @@ t.test('knowledge in both modes with the dev model', async (t) => {
   form.set('type', 'txt');
   form.set('file', new Blob(['Returns are accepted within 30 days with a receipt.\n\nOur stores open at 8 am.']), 'returns.txt');
   const doc = (await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: owner.token, raw: form })).body.data.id;
-  let status = 'processing';
-  while (status === 'processing') {
-    status = (await api.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: owner.token })).body.data.status;
-    await new Promise((resolve) => setTimeout(resolve, 30));
-  }
+  await api.platform.runtime.settled();
+  t.equal((await api.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: owner.token })).body.data.status, 'active', 'the document is ingested');
   const devModel = 6;
   const functionMode = await assistant({ llm_model_id: devModel, knowledgebase_id: kb, knowledgebase_mode: 'function_call' });
   const c1 = (await start(functionMode.uuid)).body.conversation_id;

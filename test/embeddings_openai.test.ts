@@ -45,12 +45,8 @@ t.test('the platform ingests with remote embeddings', async (t) => {
   form.set('type', 'txt');
   form.set('file', new Blob(['Our returns desk is on the second floor.\n\nParking is free on Sundays.']), 'notes.txt');
   const created = await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: user.token, raw: form });
-  let status = 'processing';
-  while (status === 'processing') {
-    status = (await api.request('GET', `/user/knowledgebases/${kb}/documents/${created.body.data.id}`, { token: user.token })).body.data.status;
-    await new Promise((resolve) => setTimeout(resolve, 30));
-  }
-  t.equal(status, 'active');
+  await api.platform.runtime.settled();
+  t.equal((await api.request('GET', `/user/knowledgebases/${kb}/documents/${created.body.data.id}`, { token: user.token })).body.data.status, 'active');
   const before = fake.requests.length;
   const found = await api.request('POST', `/user/knowledgebases/${kb}/search`, { token: user.token, body: { query: 'where is the returns desk' } });
   t.match(found.body.data[0], { content: /second floor/ });

@@ -91,9 +91,9 @@ t.test('a reply under way when the stop begins is answered within the grace, or 
   const released = new Promise<void>((resolve) => (release = resolve));
   fake.scriptChat({ text: 'Here is your answer.', heldUntil: released }, { text: 'Never said.', heldUntil: new Promise(() => {}) });
   const first = api.request('POST', `/conversations/${answered}/messages`, { body: { message: 'First question' } });
-  await until(() => fake.requests.length === 1);
+  await fake.received(1);
   const second = api.request('POST', `/conversations/${cut}/messages`, { body: { message: 'Second question' } });
-  await until(() => fake.requests.length === 2);
+  await fake.received(2);
 
   const closing = api.platform.close({ graceMs: 1_000 });
   t.match(await api.request('POST', `/conversations/${answered}/messages`, { body: { message: 'A third' } }), { status: 503 }, 'no new message once the stop has begun');
@@ -122,7 +122,7 @@ t.test('a document job still running at the stop is given back, due at once and 
   const user = await api.user();
   const kb = (await api.request('POST', '/user/knowledgebases', { token: user.token, body: { name: 'KB' } })).body.data.id;
   const doc = (await api.request('POST', `/user/knowledgebases/${kb}/documents`, { token: user.token, body: { name: 'Manual', type: 'website', url: `${site.origin}/manual` } })).body.data.id;
-  await until(() => site.requests.includes('/manual'));
+  await site.requested('/manual');
   await api.platform.close({ graceMs: 0, hurry: Promise.resolve() });
   const job = await withClient(api.databaseUrl, async (db) => (await db.query(`SELECT status, attempts, run_after <= now() AS due FROM document_jobs WHERE document_id = $1`, [doc])).rows[0]);
   t.same(job, { status: 'pending', attempts: 0, due: true }, 'given back: pending, due, its run not counted');
@@ -145,12 +145,11 @@ t.test('a document job still running at the stop is given back, due at once and 
 
   hold = false;
   const next = await startTestPlatform(t, { outboundAllowPrivate: true, databaseUrl: api.databaseUrl });
-  let status = 'processing';
-  await until(async () => (status = (await next.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: user.token })).body.data.status) !== 'processing');
-  t.equal(status, 'active', 'the next start ran it');
+  await next.platform.runtime.settled();
+  t.equal((await next.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: user.token })).body.data.status, 'active', 'the next start ran it');
 });
 
-/** Polls `condition` every 10 ms for up to 10 s. */
+/** Polls `condition` every 10 ms for up to 10 s (for states of PostgreSQL that nothing announces). */
 async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
   for (let i = 0; i < 1000; i++) {
     if (await condition()) return;
@@ -190,7 +189,9 @@ t.test('a live call a sweep elsewhere ended (this process could not vouch for it
     await db.query(`DELETE FROM call_heartbeats WHERE call_id = $1`, [callId]);
   });
   await phone.silence(1_200);
-  await until(() => phone.closed);
+  // The heartbeat's write has found the call ended; the end here closes the phone's socket.
+  await s.clock.settled();
+  if (!phone.closed) await new Promise((resolve) => phone.phone.once('close', resolve));
   t.ok(lines.some((l) => l.msg === 'a live call was ended by another server\'s sweep while this one could not vouch for it; ending it here' && l.callId === callId), 'the heartbeat found it ended and said so');
   await s.api.platform.runtime.services.voice.whenEnded(callId);
   t.ok(lines.some((l) => /had already been ended/.test(l.msg) && l.callId === callId), 'its end here was not written over the sweep\'s');

@@ -20,14 +20,22 @@ export interface TestSite {
   readonly origin: string;
   readonly requests: string[];
   route(path: string, page: Page | ((req: IncomingMessage) => Page)): void;
+  /** Resolves once a request for `path` (query aside) has arrived; at once if one has. */
+  requested(path: string): Promise<void>;
 }
 
 export async function startSite(t: Test): Promise<TestSite> {
   const routes = new Map<string, Page | ((req: IncomingMessage) => Page)>();
   const requests: string[] = [];
+  const waiters: Array<{ path: string; resolve: () => void }> = [];
+  const pathOf = (url: string) => url.split('?')[0]!;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     requests.push(req.url ?? '');
-    const entry = routes.get((req.url ?? '').split('?')[0]!);
+    for (const waiter of waiters.filter((w) => w.path === pathOf(req.url ?? ''))) {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      waiter.resolve();
+    }
+    const entry = routes.get(pathOf(req.url ?? ''));
     const page = typeof entry === 'function' ? entry(req) : entry ?? { status: 404, type: 'text/plain', body: 'not found' };
     const send = () => {
       res.writeHead(page.status ?? 200, { 'content-type': page.type ?? 'text/html; charset=utf-8', ...page.headers });
@@ -46,6 +54,9 @@ export async function startSite(t: Test): Promise<TestSite> {
     requests,
     route(path, page) {
       routes.set(path, page);
+    },
+    requested(path) {
+      return requests.some((url) => pathOf(url) === path) ? Promise.resolve() : new Promise((resolve) => waiters.push({ path, resolve }));
     },
   };
 }
