@@ -71,8 +71,8 @@ export interface Runtime {
   quiet(): Promise<void>;
   /**
    * Resolves once the background work under way has settled: document jobs (every one due has its
-   * outcome), webhook attempts (every one due was made) and evaluations. Tests read outcomes after
-   * it instead of polling for them.
+   * outcome), webhook attempts (every one due was made), evaluations, and the token uses being
+   * recorded. Tests read outcomes after it instead of polling for them.
    */
   settled(): Promise<void>;
   /**
@@ -299,7 +299,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     async settled() {
       // An evaluation's end releases its call's webhook: evaluations first, then what they woke.
       await evaluator.idle();
-      await Promise.all([ingestion.idle(), webhookWorker.idle()]);
+      await Promise.all([ingestion.idle(), webhookWorker.idle(), services.auth.settled()]);
     },
     async endLive(goodbyeMs, cutShort) {
       await Promise.all([voice.endAll(goodbyeMs, cutShort), conversationEngine.stop()]);

@@ -41,6 +41,14 @@ const SIGN_INS = { capacity: 10, perMinute: 5 } as const;
 
 export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Date.now }: AuthServiceDeps) {
   const signIns = createRateLimiter(SIGN_INS);
+  /** Uses of tokens being recorded, off the path of the requests that made them. */
+  const touches = new Set<Promise<unknown>>();
+  function touch(tokenId: number): void {
+    const touching: Promise<unknown> = touchToken(pool, tokenId)
+      .catch((error: unknown) => logger.warn({ err: error, tokenId }, 'could not record token use'))
+      .finally(() => touches.delete(touching));
+    touches.add(touching);
+  }
   async function issueSession(userId: number): Promise<{ token: string; expiresAt: string }> {
     const token = newToken('session');
     const expiresAt = isoTimestamp(now() + sessionTtlMs);
@@ -92,12 +100,11 @@ export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Da
     async authenticate(token: string): Promise<Principal | undefined> {
       if (token.length > 200) return undefined;
       const digest = tokenDigest(token);
-      const touch = (tokenId: number) => touchToken(pool, tokenId).catch((error: unknown) => logger.warn({ err: error, tokenId }, 'could not record token use'));
       const cached = tokens.get(digest);
       if (cached) {
         if (cached.lastUsedAt < now() - 60_000) {
           cached.lastUsedAt = now();
-          void touch(cached.principal.tokenId);
+          touch(cached.principal.tokenId);
         }
         return cached.principal;
       }
@@ -107,11 +114,16 @@ export function createAuthService({ pool, logger, sessionTtlMs, tokens, now = Da
       let lastUsedAt = row.last_used_at === null ? 0 : Date.parse(row.last_used_at);
       if (lastUsedAt < now() - 60_000) {
         lastUsedAt = now();
-        void touch(row.id);
+        touch(row.id);
       }
       const principal: Principal = { userId: row.user_id, tokenId: row.id, tokenKind: row.kind };
       tokens.set(digest, principal, row.expires_at === null ? null : Date.parse(row.expires_at), lastUsedAt, ticket);
       return principal;
+    },
+
+    /** Resolves once the token uses being recorded are written (or failed). */
+    async settled(): Promise<void> {
+      await Promise.all(touches);
     },
 
     /** @throws PlatformError `unauthenticated` when the user behind a live token is gone. */
