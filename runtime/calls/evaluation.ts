@@ -1,8 +1,8 @@
 import { sql, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import type { CatalogService } from '../catalog/service.js';
-import { streamRound } from '../conversations/agent.js';
-import { EXTRACTION_FIELDS_MARKER } from '../llm/dev.js';
+import { extractionFields } from '../agent/prompts.js';
+import { streamRound } from '../agent/round.js';
 import type { LlmRegistry } from '../llm/registry.js';
 import type { Logger } from '../logger.js';
 import { storableJson } from '../store/text.js';
@@ -108,7 +108,7 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
               messages: [
                 {
                   role: 'system',
-                  content: `You extract data from the transcript of a phone call. Answer with one JSON object that has exactly these keys, each value of the given type (string, number or bool); use null when the call does not say.\n${EXTRACTION_FIELDS_MARKER}${JSON.stringify(schema)}`,
+                  content: `You extract data from the transcript of a phone call. Answer with one JSON object that has exactly these keys, each value of the given type (string, number or bool); use null when the call does not say.\n${extractionFields(schema)}`,
                 },
                 { role: 'user', content: call.transcript },
               ],
