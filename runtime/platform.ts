@@ -27,7 +27,7 @@ import { createLlmRegistry } from './llm/registry.js';
 import { createConversationEngine, type ConversationEngine } from './conversations/engine.js';
 import { createConversationService } from './conversations/service.js';
 import { createCallService } from './calls/service.js';
-import { createWebhookWorker } from './webhooks/outbox.js';
+import { createWebhookWorker } from './webhooks/worker.js';
 import { createWebhookService } from './webhooks/service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { systemClock, type Clock } from './clock.js';

@@ -265,3 +265,40 @@ export async function callForIndex(db: CommonQueryMethods, id: number) {
   return db.maybeOne(sql.type(indexedCallRow)`
     SELECT id, user_id, assistant_id, campaign_id, status, type, client_phone_number, created_at, transcript FROM calls WHERE id = ${id}`);
 }
+
+const webhookCallRow = z.object({
+  id: z.number(),
+  user_id: z.number(),
+  assistant_id: z.number().nullable(),
+  status: z.string(),
+  duration: z.number(),
+  client_phone_number: z.string().nullable(),
+  assistant_phone_number: z.string().nullable(),
+  answered_by: z.string().nullable(),
+  answered_at: z.string().nullable(),
+  variables: z.record(z.unknown()),
+  evaluation: z.record(z.unknown()).nullable(),
+  transcript: z.string(),
+  created_at: z.string(),
+  ended_at: z.string().nullable(),
+  is_webhook_active: z.boolean().nullable(),
+  webhook_url: z.string().nullable(),
+  send_webhook_only_on_completed: z.boolean().nullable(),
+  include_recording_in_webhook: z.boolean().nullable(),
+  input_variables: z.record(z.unknown()).nullable(),
+});
+export type WebhookCall = z.infer<typeof webhookCallRow>;
+
+/** A call as its `call.ended` webhook tells it, with its assistant's webhook settings (null when the assistant is gone). */
+export async function callForWebhook(db: CommonQueryMethods, callId: number): Promise<WebhookCall | null> {
+  return db.maybeOne(sql.type(webhookCallRow)`
+    SELECT c.id, c.user_id, c.assistant_id, c.status, c.duration, c.client_phone_number, c.assistant_phone_number, c.answered_by,
+      c.answered_at, c.variables, c.evaluation, c.transcript, c.created_at, c.ended_at,
+      a.is_webhook_active, a.webhook_url, a.send_webhook_only_on_completed, a.include_recording_in_webhook, a.variables AS input_variables
+    FROM calls c LEFT JOIN assistants a ON a.id = c.assistant_id WHERE c.id = ${callId}`);
+}
+
+/** The last webhook attempt's outcome on its call: `{status, body}`, or `{status: null, error}` when no answer came. */
+export async function saveWebhookResponse(db: CommonQueryMethods, callId: number, webhookResponse: Record<string, unknown>): Promise<void> {
+  await db.query(sql.unsafe`UPDATE calls SET webhook_response = ${sql.jsonb(webhookResponse as never)}, updated_at = now() WHERE id = ${callId}`);
+}
