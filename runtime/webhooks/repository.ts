@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { storableJson } from '../store/text.js';
 import { newWebhookSecret } from './signing.js';
 
 /**
@@ -78,6 +79,16 @@ export async function redeliver(db: CommonQueryMethods, userId: number, id: numb
     UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, updated_at = now()
     WHERE id = ${id} AND user_id = ${userId} AND status <> 'delivering'`);
   return result.rowCount > 0;
+}
+
+/**
+ * Gives a call's held `call.ended` delivery (not attempted yet) the post-call evaluation as its
+ * `extracted_variables`, and makes it due now.
+ */
+export async function releaseWithEvaluation(db: CommonQueryMethods, callId: number, evaluation: Record<string, unknown>): Promise<void> {
+  await db.query(sql.unsafe`
+          UPDATE webhook_deliveries SET body = jsonb_set(body::jsonb, '{extracted_variables}', ${sql.jsonb(storableJson(evaluation) as never)})::text, next_attempt_at = now()
+          WHERE call_id = ${callId} AND status = 'pending' AND attempts = 0`);
 }
 
 const claimed = z.object({
