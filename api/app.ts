@@ -53,7 +53,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...callRoutes(services.calls, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { twilioAuthToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl(), perIp }),
     ...webhookRoutes(services.webhooks),
-    ...recordingRoutes(runtime),
+    ...recordingRoutes(services.calls),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];

@@ -240,7 +240,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
-    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index }),
+    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings }),
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,
