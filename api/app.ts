@@ -54,7 +54,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...telephonyRoutes(services.voice, { perIp }),
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl() }),
     ...webhookRoutes(services.webhooks),
-    ...recordingRoutes(runtime),
+    ...recordingRoutes(services.calls),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];

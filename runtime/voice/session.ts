@@ -1,7 +1,8 @@
 import { createActor, fromCallback, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { Clock } from '../clock.js';
-import { knowledgeSection, parseArguments, runFunction, streamRound, type FunctionContext, type ModelChoice } from '../conversations/agent.js';
-import { MAX_TOOL_ROUNDS } from '../conversations/machine.js';
+import { parseArguments, runFunction, type FunctionContext } from '../agent/functions.js';
+import { knowledgeSection } from '../agent/knowledge.js';
+import { MAX_TOOL_ROUNDS, streamRound, type ModelChoice } from '../agent/round.js';
 import type { ChatMessage, FunctionDefinition, ToolCall } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import { ambientBed, dtmfTone, type AmbientSound } from './audio.js';
