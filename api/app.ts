@@ -22,10 +22,10 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 import { telephonyRoutes } from './routes/telephony.js';
+import { twilioRoutes } from './routes/carriers/twilio.js';
 import { recordingRoutes } from './routes/recordings.js';
 import { mediaSocket } from './sockets/media.js';
 import { browserFormat } from '../runtime/voice/serializers/browser.js';
-import { twilioFormat } from '../runtime/voice/serializers/twilio.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -51,9 +51,10 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
     ...callRoutes(services.calls, () => runtime.publicUrl()),
-    ...telephonyRoutes(services.voice, { twilioAuthToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl(), perIp }),
+    ...telephonyRoutes(services.voice, { perIp }),
+    ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl() }),
     ...webhookRoutes(services.webhooks),
-    ...recordingRoutes(runtime),
+    ...recordingRoutes(services.calls),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
@@ -99,7 +100,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
         logger,
         onCount: (delta) => runtime.metrics.socketOpened('widget', delta),
       });
-      mediaSocket(app, twilioFormat, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('telephony', delta) });
+      for (const format of services.voice.formats()) mediaSocket(app, format, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('telephony', delta) });
       mediaSocket(app, browserFormat, { voice: services.voice, logger, onCount: (delta) => runtime.metrics.socketOpened('web_call', delta) });
     },
   };

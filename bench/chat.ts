@@ -60,6 +60,8 @@ export function memoryPerSocket(before: MemoryReading, after: MemoryReading): { 
 
 export interface ChatResult {
   readonly messagesPerSecond: number;
+  /** Messages answered in the run (the rate is their per-second average; a short run on a busy machine may answer some in no whole second). */
+  readonly messages: number;
   readonly p50: number;
   readonly p99: number;
   readonly errors: number;
@@ -137,6 +139,7 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
     });
     return {
       messagesPerSecond: result.requests.average,
+      messages: result.requests.total,
       p50: result.latency.p50,
       p99: result.latency.p99,
       errors: result.non2xx + result.errors,

@@ -27,15 +27,13 @@ import { createLlmRegistry } from './llm/registry.js';
 import { createConversationEngine, type ConversationEngine } from './conversations/engine.js';
 import { createConversationService } from './conversations/service.js';
 import { createCallService } from './calls/service.js';
-import { createWebhookWorker } from './webhooks/outbox.js';
+import { createWebhookWorker } from './webhooks/worker.js';
 import { createWebhookService } from './webhooks/service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { systemClock, type Clock } from './clock.js';
 import { createVoiceService, type VoiceService } from './calls/live.js';
-import { createTwilioCarrier } from './calls/carriers/twilio.js';
-import { type Carrier } from './calls/carriers/types.js';
-import { createLoopbackCarrier } from './calls/carriers/loopback.js';
-import { silentPhone } from './calls/carriers/loopback.js';
+import { createCarriers } from './calls/carriers/index.js';
+import type { Carrier } from './calls/carriers/types.js';
 import { createSpeechRegistry, type SpeechOverrides } from './voice/providers/registry.js';
 import { speechAdapters } from './voice/providers/adapters.js';
 import { recordingSecret, recordingUrl } from './calls/recording.js';
@@ -206,6 +204,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
+  const carriers = createCarriers({ twilio: config.twilio }, voiceLogger, options.carrier);
   const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, onDone: () => webhookWorker.wake() });
   const voice = createVoiceService({
     pool: db,
@@ -214,7 +213,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     speech: createSpeechRegistry(config, voiceLogger, speechAdapters(config.speech, (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms)), options.speech),
     knowledge,
     outbound,
-    carrier: options.carrier ?? (config.twilio ? createTwilioCarrier(config.twilio) : createLoopbackCarrier(silentPhone, voiceLogger)),
+    carriers,
     clock,
     logger: voiceLogger,
     publicUrl,
@@ -249,9 +248,9 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     tools: createToolService({ pool: db, logger, refusesDestination }),
     catalog,
     assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
-    phoneNumbers: createPhoneNumberService({ pool: db, logger }),
+    phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
-    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index }),
+    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings }),
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,

@@ -11,8 +11,12 @@ export const searchNumbersSchema = compileSchema<{ country_code?: string; contai
   contains: text({ optional: true, max: 10, pattern: /^\d+$/, patternMessage: 'The contains may only contain digits.', description: 'Digits the number contains' }),
 });
 
-export const phoneNumberSchema = compileSchema<{ phone_number: string }>({
+/** The carriers a number may be rented from or registered with. */
+export const CARRIERS = ['twilio'] as const;
+
+export const phoneNumberSchema = compileSchema<{ phone_number: string; carrier?: (typeof CARRIERS)[number] }>({
   phone_number: text({ max: 16, pattern: E164, patternMessage: E164_MESSAGE }),
+  carrier: oneOf(CARRIERS, { optional: true, description: "The carrier the number's calls run through; the platform's default carrier when omitted" }),
 });
 
 export const assignableQuerySchema = compileSchema<{ type?: 'inbound' | 'outbound' }>({

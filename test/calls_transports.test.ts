@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import t, { type Test } from 'tap';
-import { twilioSignature } from '../api/routes/telephony.js';
+import { twilioSignature } from '../api/routes/carriers/twilio.js';
+import { twilioFormat } from '../runtime/voice/serializers/twilio.js';
 import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers/loopback.js';
 import { startFakeTwilio } from './fakes/twilio.js';
 import { SimulatedPhone } from './helpers/phone.js';
@@ -140,6 +141,7 @@ t.test('an outbound call that ends while the carrier is still placing it is hung
   let asked = 0;
   const carrier = {
     name: 'held',
+    format: twilioFormat,
     place: () => (asked++, placing),
     transfer: async () => {},
     hangUp: async (carrierCallId: string, state: 'ringing' | 'connected') => {

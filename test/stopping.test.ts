@@ -167,11 +167,11 @@ t.test('a call whose start was under way when the stop ended the live calls is e
   t.teardown(() => holder.end());
   await holder.query('BEGIN');
   await holder.query('LOCK TABLE calls IN ACCESS EXCLUSIVE MODE');
-  const answer = voice.inbound({ to: s.number, from: '+14155550122', callSid: 'CAlate' });
+  const answer = voice.inbound('twilio', { to: s.number, from: '+14155550122', carrierCallId: 'CAlate' });
   await until(async () => (await withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO calls%'`)).rows[0].n))) > 0);
   const ending = voice.endAll(0);
   await holder.query('COMMIT');
-  t.match(await answer, /<Say>Sorry, this assistant cannot take your call right now/, 'the caller hears the refusal, not a stream to a call that is ending');
+  t.match(await answer, { kind: 'refuse', text: /^Sorry, this assistant cannot take your call right now/ }, 'the caller hears the refusal, not a stream to a call that is ending');
   await ending;
   t.equal(voice.liveCount(), 0, 'nothing is left live: the stop did not wait out its bound for it');
   const { rows } = await withClient(s.api.databaseUrl, (db) => db.query(`SELECT status FROM calls WHERE carrier_call_id = 'CAlate'`));

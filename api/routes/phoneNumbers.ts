@@ -48,8 +48,8 @@ export function phoneNumberRoutes(numbers: PhoneNumberService): RouteDefinition[
       requestSchema: phoneNumberSchema.schema,
       successStatus: 201,
       async handler(req) {
-        const { phone_number } = phoneNumberSchema(req.body);
-        return json(201, { message: 'Phone number purchased successfully.', data: await numbers.purchase(userId(req), phone_number) });
+        const { phone_number, carrier } = phoneNumberSchema(req.body);
+        return json(201, { message: 'Phone number purchased successfully.', data: await numbers.purchase(userId(req), phone_number, carrier) });
       },
     },
     {
@@ -61,8 +61,8 @@ export function phoneNumberRoutes(numbers: PhoneNumberService): RouteDefinition[
       requestSchema: phoneNumberSchema.schema,
       successStatus: 201,
       async handler(req) {
-        const { phone_number } = phoneNumberSchema(req.body);
-        return json(201, { message: 'Caller ID registered successfully.', data: await numbers.registerCallerId(userId(req), phone_number) });
+        const { phone_number, carrier } = phoneNumberSchema(req.body);
+        return json(201, { message: 'Caller ID registered successfully.', data: await numbers.registerCallerId(userId(req), phone_number, carrier) });
       },
     },
     {

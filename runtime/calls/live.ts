@@ -1,24 +1,24 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql, UniqueIntegrityConstraintViolationError } from 'slonik';
-import { z } from 'zod';
+import { UniqueIntegrityConstraintViolationError } from 'slonik';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isoTimestamp } from '../time.js';
-import { userBalance } from '../users/repository.js';
+import { balancesOf, userBalance } from '../users/repository.js';
 import type { CallStatus } from '../../schemas/calls.js';
 import { OwnerBalances } from './balances.js';
-import { HANG_UP_TWIML, sayAndHangUpTwiml, streamTwiml } from './carriers/twilio.js';
-import { CarrierError, type Carrier } from './carriers/types.js';
+import type { Carriers } from './carriers/index.js';
+import type { MediaFormat } from '../voice/serializers/types.js';
+import { CarrierError, type AnsweredBy, type Carrier, type CarrierStatus, type InboundAnswer } from './carriers/types.js';
 import { callCosts, type CallRate } from '../prices.js';
 import { endCall, insertCall, setCarrierCallId, updateCallStatus, type CallHeartbeat } from './repository.js';
 import { chargeEnded, rateOf } from './charges.js';
 import { within } from '../bounded.js';
 import { createCallPresence, defaultCallPresence, type CallPresenceTimings } from './presence.js';
 import { FRAME_MS } from '../voice/audio.js';
-import { callerNumber } from '../phoneNumbers/repository.js';
+import { callerNumber, inboundAssistantOf } from '../phoneNumbers/repository.js';
 import { WavRecorder } from './recording.js';
 import { CONNECT_TIMEOUT_MS, type CarrierFailure } from '../voice/machine.js';
 import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from '../voice/session.js';
@@ -41,7 +41,8 @@ export interface VoiceMetrics {
 }
 
 export interface VoiceDeps extends CallSpecDeps {
-  readonly carrier: Carrier;
+  /** The carrier serving each number's calls. */
+  readonly carriers: Carriers;
   readonly logger: Logger;
   /** The public origin (PUBLIC_URL), resolved once the server listens. */
   publicUrl(): string;
@@ -79,7 +80,10 @@ const STOP_SAVE_MS = 10_000;
 /** At a stop, a call's goodbye may take this long before the call is ended without it. */
 export const SHUTDOWN_GOODBYE_MS = 10_000;
 /** What a caller hears when the server is stopping as their call comes in. */
-const STOPPING_TWIML = sayAndHangUpTwiml('Sorry, this assistant cannot take your call right now. Please call again in a few minutes. Goodbye.');
+const STOPPING: InboundAnswer = { kind: 'refuse', text: 'Sorry, this assistant cannot take your call right now. Please call again in a few minutes. Goodbye.' };
+const NOT_CONNECTED: InboundAnswer = { kind: 'refuse', text: 'The number you have called is not connected to an assistant. Goodbye.' };
+const NO_BALANCE: InboundAnswer = { kind: 'refuse', text: 'This assistant is not available right now. Please try again later. Goodbye.' };
+const HANG_UP: InboundAnswer = { kind: 'hangup' };
 /** A webhook waits this long at most for the post-call evaluation. */
 const EVALUATION_HOLD_MS = 10 * 60_000;
 const METER_MS = 1_000;
@@ -107,10 +111,14 @@ interface Live {
   readonly tokenExpires: number;
   tokenUsed: boolean;
   carrierCallId: string | null;
+  /** The carrier its number records (`twilio`, ...), whose webhooks and callbacks speak for the call; null for web calls. */
+  readonly carrierName: string | null;
+  /** The carrier serving it (the loopback one stands in for a carrier not configured). */
+  readonly carrier: Carrier | undefined;
   /** The carrier reported the call over (busy, no answer, failed, canceled, completed): nothing to hang up there. */
   carrierEnded: boolean;
-  /** The TwiML an inbound call was answered with, given again if the carrier repeats the webhook. */
-  answer: string | undefined;
+  /** What an inbound call's webhook was answered with, given again if the carrier repeats it. */
+  answer: InboundAnswer | undefined;
   lastMediaAt: number;
   /** When the call's audio last went either way (caller frames in, agent frames out), by the clock. */
   heardAt: number | null;
@@ -118,6 +126,17 @@ interface Live {
   persisting: Promise<void>;
   readonly ended: Promise<void>;
   resolveEnded(): void;
+}
+
+/** A call being started: where it comes from, and the carrier its number records (none for a web call). */
+interface NewLiveCall {
+  readonly type: CallSpec['type'];
+  readonly status: 'initiated' | 'ringing';
+  readonly assistantNumber: string | null;
+  readonly clientNumber: string | null;
+  readonly variables: Record<string, unknown>;
+  readonly carrierCallId: string | null;
+  readonly carrierName: string | null;
 }
 
 const digest = (token: string) => createHash('sha256').update(token).digest();
@@ -193,10 +212,9 @@ export function createVoiceService(deps: VoiceDeps) {
     if (readingBalances || ids.length === 0) return;
     readingBalances = true;
     const versions = balances.snapshot();
-    pool
-      .any(sql.type(z.object({ id: z.number(), balance: z.number() }))`SELECT id, balance FROM users WHERE id = ANY(${sql.array(ids, 'int8')})`)
+    balancesOf(pool, ids)
       .then(
-        (rows) => balances.refreshed(versions, new Map(rows.map((row) => [row.id, row.balance]))),
+        (read) => balances.refreshed(versions, read),
         (error: unknown) => logger.warn({ err: error }, 'balances of live calls could not be read'),
       )
       .finally(() => (readingBalances = false));
@@ -244,7 +262,7 @@ export function createVoiceService(deps: VoiceDeps) {
 
   async function start(
     assistant: AssistantRow,
-    call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
+    call: NewLiveCall,
     /** The request that began the call (`X-Request-Id`), on every line the call logs. */
     requestId: string | undefined,
   ): Promise<{ id: number; token: string; entry: Live }> {
@@ -260,7 +278,7 @@ export function createVoiceService(deps: VoiceDeps) {
 
   async function register(
     assistant: AssistantRow,
-    call: { type: CallSpec['type']; status: 'initiated' | 'ringing'; assistantNumber: string | null; clientNumber: string | null; variables: Record<string, unknown>; carrierCallId: string | null },
+    call: NewLiveCall,
     requestId: string | undefined,
   ): Promise<{ id: number; token: string; entry: Live }> {
     const balanceVersion = balances.versionOf(assistant.user_id);
@@ -293,7 +311,7 @@ export function createVoiceService(deps: VoiceDeps) {
       },
       ended: (end) => finish(entry, end),
       transfer: async (number) => {
-        if (entry.carrierCallId) await deps.carrier.transfer(entry.carrierCallId, number);
+        if (entry.carrierCallId && entry.carrier) await entry.carrier.transfer(entry.carrierCallId, number);
       },
       voiceToVoice: (ms) => deps.metrics?.voiceToVoice(ms),
       turn: () => deps.metrics?.turn(spec.mode),
@@ -318,6 +336,8 @@ export function createVoiceService(deps: VoiceDeps) {
       tokenExpires: clock.now() + TOKEN_TTL_MS,
       tokenUsed: false,
       carrierCallId: call.carrierCallId,
+      carrierName: call.carrierName,
+      carrier: call.carrierName === null ? undefined : deps.carriers.of(call.carrierName),
       carrierEnded: false,
       answer: undefined,
       lastMediaAt: clock.now(),
@@ -341,9 +361,9 @@ export function createVoiceService(deps: VoiceDeps) {
 
   /** Tells the carrier to stop a call that was never answered here, unless the carrier ended it itself. */
   async function hangUpUnanswered(entry: Live): Promise<void> {
-    if (entry.carrierCallId === null || entry.carrierEnded) return;
+    if (entry.carrierCallId === null || entry.carrierEnded || !entry.carrier) return;
     const callId = entry.session.spec.callId;
-    await deps.carrier.hangUp(entry.carrierCallId, entry.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
+    await entry.carrier.hangUp(entry.carrierCallId, entry.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
       logger.debug({ err: error, callId }, 'the carrier did not take the hang-up (the call may have ended there first)'),
     );
   }
@@ -409,19 +429,19 @@ export function createVoiceService(deps: VoiceDeps) {
     });
   }
 
-  /** The media socket joins its call; one use per token, within 5 minutes. */
   /**
    * The answer to a voice webhook for a call that already has one (carriers may send it again): the
-   * same TwiML while its stream is still to connect, else a hang-up for this request alone.
+   * same answer while its stream is still to connect, else a hang-up for this request alone.
    */
-  function repeatedWebhook(callSid: string): string | undefined {
-    if (!callSid) return undefined;
+  function repeatedWebhook(carrierName: string, carrierCallId: string): InboundAnswer | undefined {
+    if (!carrierCallId) return undefined;
     for (const entry of live.values()) {
-      if (entry.carrierCallId === callSid) return entry.answer && !entry.tokenUsed ? entry.answer : HANG_UP_TWIML;
+      if (entry.carrierName === carrierName && entry.carrierCallId === carrierCallId) return entry.answer && !entry.tokenUsed ? entry.answer : HANG_UP;
     }
     return undefined;
   }
 
+  /** The media socket joins its call; one use per token, within 5 minutes. */
   function claim(callId: number, token: string): CallSession | undefined {
     const entry = live.get(callId);
     if (!entry || entry.tokenUsed || clock.now() > entry.tokenExpires) return undefined;
@@ -463,15 +483,6 @@ export function createVoiceService(deps: VoiceDeps) {
         session.audio(frame);
       },
     };
-  }
-
-  async function inboundAssistant(number: string): Promise<AssistantRow | null> {
-    const owner = await pool.maybeOne(sql.type(z.object({ id: z.number(), user_id: z.number() }))`
-      SELECT a.id, a.user_id FROM assistants a JOIN phone_numbers p ON p.id = a.phone_number_id
-      WHERE p.phone_number = ${number} AND p.type <> 'caller_id' AND a.type = 'inbound'
-        AND NOT (p.paid_until IS NOT NULL AND NOT p.has_active_subscription)
-      ORDER BY a.id LIMIT 1`);
-    return owner ? findAssistant(pool, owner.user_id, owner.id) : null;
   }
 
   /** This process's calls as its heartbeat reports them: live ones, and those whose end is still being saved. */
@@ -530,43 +541,55 @@ export function createVoiceService(deps: VoiceDeps) {
   }
 
   return {
-    /** Twilio's voice webhook for a call to one of the platform's numbers; returns TwiML. */
-    async inbound(params: { to: string; from: string; callSid: string; answeredBy?: string; requestId?: string }): Promise<string> {
-      const repeated = repeatedWebhook(params.callSid);
+    /**
+     * A carrier's voice webhook for a call to one of the platform's numbers (`carrier`: the route's
+     * carrier, which must be the number's); returns how to answer it, which the route writes in the
+     * carrier's markup.
+     */
+    async inbound(carrier: string, params: { to: string; from: string; carrierCallId: string; requestId?: string }): Promise<InboundAnswer> {
+      const repeated = repeatedWebhook(carrier, params.carrierCallId);
       if (repeated) return repeated;
-      if (draining) return STOPPING_TWIML;
-      const assistant = await inboundAssistant(params.to);
-      if (!assistant) return sayAndHangUpTwiml('The number you have called is not connected to an assistant. Goodbye.');
+      if (draining) return STOPPING;
+      const owner = await inboundAssistantOf(pool, params.to, carrier);
+      const assistant = owner && (await findAssistant(pool, owner.user_id, owner.id));
+      if (!assistant) return NOT_CONNECTED;
       try {
-        const { id, token, entry } = await start(assistant, { type: 'inbound', status: 'ringing', assistantNumber: params.to, clientNumber: params.from || null, variables: {}, carrierCallId: params.callSid || null }, params.requestId);
-        entry.answer = streamTwiml(`${wsBase()}/ws/telephony/twilio`, { call_id: String(id), token });
+        const { id, token, entry } = await start(assistant, { type: 'inbound', status: 'ringing', assistantNumber: params.to, clientNumber: params.from || null, variables: {}, carrierCallId: params.carrierCallId || null, carrierName: carrier }, params.requestId);
+        entry.answer = { kind: 'stream', streamUrl: `${wsBase()}${entry.carrier!.format.path}`, callId: id, token };
         entry.session.warmUp();
         return entry.answer;
       } catch (error) {
-        if (error instanceof PlatformError && error.code === 'shutting_down') return STOPPING_TWIML;
-        if (error instanceof PlatformError && error.code === 'insufficient_balance') return sayAndHangUpTwiml('This assistant is not available right now. Please try again later. Goodbye.');
+        if (error instanceof PlatformError && error.code === 'shutting_down') return STOPPING;
+        if (error instanceof PlatformError && error.code === 'insufficient_balance') return NO_BALANCE;
         // The same call's webhook twice at once: the other request holds the call.
-        if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'calls_carrier_call_key') return repeatedWebhook(params.callSid) ?? HANG_UP_TWIML;
+        if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'calls_carrier_call_key') return repeatedWebhook(carrier, params.carrierCallId) ?? HANG_UP;
         throw error;
       }
     },
 
     /**
-     * A carrier's status callback for `callId`. It must name the carrier's call (`callSid`) once
-     * that is known, and a web call has none: without TWILIO_AUTH_TOKEN the callback is not signed,
-     * and a guessed call id alone must not end someone's call.
+     * A carrier's status callback for `callId`, in the words every carrier's comes down to. It must
+     * come from the call's carrier and name the carrier's call once that is known (a web call has
+     * none): an unsigned callback with a guessed call id must not end someone's call. The answer
+     * itself is the media stream's joining; `answered` only carries an answering-machine verdict.
      */
-    carrierStatus(callId: number, callSid: string, status: string, answeredBy?: string): void {
+    carrierStatus(carrier: string, callId: number, carrierCallId: string, status: CarrierStatus | undefined, answeredBy?: AnsweredBy): void {
       const entry = live.get(callId);
-      if (!entry || entry.session.spec.type === 'web') return;
-      if (entry.carrierCallId !== null && callSid !== entry.carrierCallId) return;
+      if (!entry || entry.carrierName !== carrier) return;
+      if (entry.carrierCallId !== null && carrierCallId !== entry.carrierCallId) return;
       const session = entry.session;
-      if (answeredBy) session.answeredBy(/^machine|^fax/.test(answeredBy) ? 'machine' : answeredBy === 'human' ? 'human' : 'unknown');
-      const failures: Record<string, CarrierFailure> = { busy: 'busy', 'no-answer': 'no-answer', canceled: 'no-answer', failed: 'failed' };
-      if (failures[status] || status === 'completed') entry.carrierEnded = true;
+      if (answeredBy) session.answeredBy(answeredBy);
+      const failures: Partial<Record<CarrierStatus, CarrierFailure>> = { busy: 'busy', 'no-answer': 'no-answer', canceled: 'no-answer', failed: 'failed' };
+      const failure = status && failures[status];
+      if (failure || status === 'completed') entry.carrierEnded = true;
       if (status === 'ringing') session.send({ type: 'RINGING' });
-      else if (failures[status]) session.send({ type: 'CARRIER_FAILED', status: failures[status] });
+      else if (failure) session.send({ type: 'CARRIER_FAILED', status: failure });
       else if (status === 'completed') session.send(session.currentStatus === 'in-progress' ? { type: 'CARRIER_COMPLETED' } : { type: 'CARRIER_FAILED', status: 'no-answer' });
+    },
+
+    /** The media formats to open sockets for: every carrier's. */
+    formats(): readonly MediaFormat[] {
+      return deps.carriers.formats;
     },
 
     /**
@@ -583,10 +606,10 @@ export function createVoiceService(deps: VoiceDeps) {
       if (!caller) throw ValidationError.field('assistant_id', 'The assistant has no phone number to call from.');
       if (!caller.usable) throw ValidationError.field('assistant_id', "The assistant's phone number has lapsed: it is renewed once the balance covers its month.");
       const from = caller.phone_number;
-      const { id, token, entry } = await start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null }, requestId);
-      const streamUrl = `${wsBase()}/ws/telephony/twilio`;
-      const placed: Promise<void> = deps.carrier
-        .place({ callId: id, to: input.phoneNumber, from, twiml: streamTwiml(streamUrl, { call_id: String(id), token }), streamUrl, token, statusUrl: `${deps.publicUrl()}/api/telephony/twilio/status?call_id=${id}` })
+      const { id, token, entry } = await start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null, carrierName: caller.carrier }, requestId);
+      const carrier = entry.carrier!;
+      const placed: Promise<void> = carrier
+        .place({ callId: id, to: input.phoneNumber, from, streamUrl: `${wsBase()}${carrier.format.path}`, token, statusUrl: `${deps.publicUrl()}/api/telephony/${caller.carrier}/status?call_id=${id}` })
         .then(
           ({ carrierCallId }) => {
             entry.carrierCallId = carrierCallId;
@@ -611,7 +634,7 @@ export function createVoiceService(deps: VoiceDeps) {
     async startWebCall(assistantUuid: string, requestId?: string): Promise<{ call_id: number; websocket_url: string; token: string }> {
       const assistant = await findAssistantByUuid(pool, assistantUuid);
       if (!assistant) throw new PlatformError('assistant_not_found');
-      const { id, token } = await start(assistant, { type: 'web', status: 'initiated', assistantNumber: null, clientNumber: null, variables: {}, carrierCallId: null }, requestId);
+      const { id, token } = await start(assistant, { type: 'web', status: 'initiated', assistantNumber: null, clientNumber: null, variables: {}, carrierCallId: null, carrierName: null }, requestId);
       return { call_id: id, websocket_url: `${wsBase()}/ws/web-call?call_id=${id}&token=${encodeURIComponent(token)}`, token };
     },
 

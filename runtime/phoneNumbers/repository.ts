@@ -9,6 +9,7 @@ export const ownedNumberRow = z.object({
   sms_capable: z.boolean(),
   region: z.string(),
   has_active_subscription: z.boolean(),
+  carrier: z.string(),
   created_at: z.string(),
 });
 export type OwnedNumberRow = z.infer<typeof ownedNumberRow>;
@@ -25,7 +26,7 @@ export const inventoryRow = z.object({
 });
 export type InventoryRow = z.infer<typeof inventoryRow>;
 
-const ownedColumns = sql.fragment`id, phone_number, country_code, type, sms_capable, region, has_active_subscription, created_at`;
+const ownedColumns = sql.fragment`id, phone_number, country_code, type, sms_capable, region, has_active_subscription, carrier, created_at`;
 
 export async function listOwnedNumbers(db: CommonQueryMethods, userId: number, onlySmsSubscribed = false): Promise<readonly OwnedNumberRow[]> {
   return db.any(sql.type(ownedNumberRow)`
@@ -71,18 +72,31 @@ export async function releaseLapsed(db: CommonQueryMethods, graceDays: number): 
 }
 
 /** The number an outbound call goes out from, and whether it may be used (a rented one must be paid up). */
+/** The number an outbound assistant calls from: its carrier, and whether it is paid for. */
 export async function callerNumber(db: CommonQueryMethods, id: number) {
-  return db.maybeOne(sql.type(z.object({ phone_number: z.string(), usable: z.boolean() }))`
-    SELECT phone_number, (paid_until IS NULL OR has_active_subscription) AS usable FROM phone_numbers WHERE id = ${id}`);
+  return db.maybeOne(sql.type(z.object({ phone_number: z.string(), carrier: z.string(), usable: z.boolean() }))`
+    SELECT phone_number, carrier, (paid_until IS NULL OR has_active_subscription) AS usable FROM phone_numbers WHERE id = ${id}`);
+}
+
+/**
+ * The inbound assistant answering calls to a rented number of `carrier` (a number that lapsed
+ * unpaid answers none; a webhook from another carrier than the number's finds none).
+ */
+export async function inboundAssistantOf(db: CommonQueryMethods, number: string, carrier: string): Promise<{ id: number; user_id: number } | null> {
+  return db.maybeOne(sql.type(z.object({ id: z.number(), user_id: z.number() }))`
+    SELECT a.id, a.user_id FROM assistants a JOIN phone_numbers p ON p.id = a.phone_number_id
+    WHERE p.phone_number = ${number} AND p.carrier = ${carrier} AND p.type <> 'caller_id' AND a.type = 'inbound'
+      AND NOT (p.paid_until IS NOT NULL AND NOT p.has_active_subscription)
+    ORDER BY a.id LIMIT 1`);
 }
 
 export async function insertOwnedNumber(
   db: CommonQueryMethods,
-  input: { userId: number; phoneNumber: string; countryCode: string; type: OwnedNumberRow['type']; smsCapable: boolean; region: string; subscribed: boolean; monthlyPrice: number },
+  input: { userId: number; phoneNumber: string; countryCode: string; type: OwnedNumberRow['type']; smsCapable: boolean; region: string; subscribed: boolean; monthlyPrice: number; carrier: string },
 ): Promise<OwnedNumberRow | null> {
   return db.maybeOne(sql.type(ownedNumberRow)`
-    INSERT INTO phone_numbers (user_id, phone_number, country_code, type, sms_capable, region, has_active_subscription, monthly_price, paid_until)
-    VALUES (${input.userId}, ${input.phoneNumber}, ${input.countryCode}, ${input.type}, ${input.smsCapable}, ${input.region}, ${input.subscribed}, ${input.monthlyPrice},
+    INSERT INTO phone_numbers (user_id, phone_number, country_code, type, sms_capable, region, has_active_subscription, monthly_price, carrier, paid_until)
+    VALUES (${input.userId}, ${input.phoneNumber}, ${input.countryCode}, ${input.type}, ${input.smsCapable}, ${input.region}, ${input.subscribed}, ${input.monthlyPrice}, ${input.carrier},
       ${input.subscribed && input.monthlyPrice > 0 ? sql.fragment`now() + interval '1 month'` : null})
     ON CONFLICT DO NOTHING
     RETURNING ${ownedColumns}`);

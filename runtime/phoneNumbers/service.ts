@@ -62,7 +62,8 @@ export function purchasableView(row: InventoryRow) {
   };
 }
 
-export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool; logger: Logger }) {
+/** @param defaultCarrier what a number rented or registered without naming its carrier records. */
+export function createPhoneNumberService({ pool, logger, defaultCarrier }: { pool: DatabasePool; logger: Logger; defaultCarrier: string }) {
   return {
     /**
      * Charges the next month of every rented number whose paid month is over (once per month, by
@@ -118,7 +119,8 @@ export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool;
      * user, all in one transaction.
      * @throws ValidationError when the number is not available; PlatformError `insufficient_balance` (402).
      */
-    async purchase(userId: number, phoneNumber: string) {
+    /** Rents a number from the inventory, from `carrier` (the platform's default carrier when not said). */
+    async purchase(userId: number, phoneNumber: string, carrier: string = defaultCarrier) {
       const row = await pool.transaction(async (tx) => {
         const offer = await takeFromInventory(tx, phoneNumber);
         if (!offer) throw ValidationError.field('phone_number', 'The selected phone number is not available.');
@@ -132,6 +134,7 @@ export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool;
           region: offer.region,
           subscribed: true,
           monthlyPrice: offer.price,
+          carrier,
         });
         if (!owned) throw ValidationError.field('phone_number', 'The selected phone number is not available.');
         return owned;
@@ -141,7 +144,7 @@ export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool;
     },
 
     /** Registers a number the user owns elsewhere, for outbound caller ID (never one of the platform's). */
-    async registerCallerId(userId: number, phoneNumber: string) {
+    async registerCallerId(userId: number, phoneNumber: string, carrier: string = defaultCarrier) {
       if (await platformNumber(pool, phoneNumber)) throw ValidationError.field('phone_number', 'The phone number is offered by the platform: rent it to call from it.');
       const row = await insertOwnedNumber(pool, {
         userId,
@@ -152,6 +155,7 @@ export function createPhoneNumberService({ pool, logger }: { pool: DatabasePool;
         region: '',
         subscribed: false,
         monthlyPrice: 0,
+        carrier,
       });
       if (!row) throw ValidationError.field('phone_number', 'The phone number has already been taken.');
       return ownedNumberView(row);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import { mediaPayload, mediaPrefix } from '../../voice/serializers/twilio.js';
+import { mediaPayload, mediaPrefix, twilioFormat } from '../../voice/serializers/twilio.js';
 import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from '../../voice/audio.js';
 import type { Logger } from '../../logger.js';
 import type { Carrier } from './types.js';
@@ -204,6 +204,8 @@ export function createLoopbackCarrier(dial: (call: LoopbackDial) => void, logger
   const hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }> = [];
   return {
     name: 'loopback',
+    // The phone it answers with speaks Twilio's media streams.
+    format: twilioFormat,
     transfers,
     hangUps,
     async place(request) {

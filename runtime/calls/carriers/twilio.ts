@@ -1,4 +1,5 @@
-import { CarrierError, type Carrier } from './types.js';
+import { twilioFormat } from '../../voice/serializers/twilio.js';
+import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './types.js';
 
 /**
  * Twilio: the Programmable Voice REST API (create call with TwiML and status callbacks, redirect to
@@ -18,6 +19,15 @@ export function sayAndHangUpTwiml(text: string): string {
 }
 
 export const HANG_UP_TWIML = '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>';
+
+/** An inbound call's answer as TwiML. */
+export function twimlAnswer(answer: InboundAnswer): Markup {
+  const body =
+    answer.kind === 'stream' ? streamTwiml(answer.streamUrl, { call_id: String(answer.callId), token: answer.token })
+    : answer.kind === 'refuse' ? sayAndHangUpTwiml(answer.text)
+    : HANG_UP_TWIML;
+  return { contentType: 'text/xml; charset=utf-8', body };
+}
 
 export function dialTwiml(number: string): string {
   return `<?xml version="1.0" encoding="UTF-8"?><Response><Dial>${xml(number)}</Dial></Response>`;
@@ -48,11 +58,12 @@ export function createTwilioCarrier(settings: TwilioSettings): Carrier {
   }
   return {
     name: 'twilio',
+    format: twilioFormat,
     async place(request) {
       const created = await post('/Calls.json', {
         To: request.to,
         From: request.from,
-        Twiml: request.twiml,
+        Twiml: streamTwiml(request.streamUrl, { call_id: String(request.callId), token: request.token }),
         StatusCallback: request.statusUrl,
         StatusCallbackMethod: 'POST',
         StatusCallbackEvent: ['initiated', 'ringing', 'answered', 'completed'],

@@ -1,0 +1,56 @@
+import { CARRIERS } from '../../../schemas/phoneNumbers.js';
+import type { Logger } from '../../logger.js';
+import type { MediaFormat } from '../../voice/serializers/types.js';
+import { createLoopbackCarrier, silentPhone } from './loopback.js';
+import { createTwilioCarrier, type TwilioSettings } from './twilio.js';
+import type { Carrier } from './types.js';
+
+/**
+ * The carriers of this platform, by the name phone numbers record. A number's carrier serves its
+ * calls when its credentials are configured; otherwise the loopback carrier stands in (a local
+ * silent phone answers; logged once per carrier), so `npm start` places calls with no account.
+ */
+
+/** Every carrier a phone number may record, in the order the default is chosen from. */
+export const CARRIER_NAMES = CARRIERS;
+export type CarrierName = (typeof CARRIERS)[number];
+
+export interface CarrierSettings {
+  readonly twilio?: TwilioSettings;
+}
+
+export interface Carriers {
+  /** The carrier that serves a number recorded as `name`. */
+  of(name: string): Carrier;
+  /** The carriers with credentials configured. */
+  readonly configured: readonly CarrierName[];
+  /** What a number bought without saying gets: the first configured carrier, else `twilio`. */
+  readonly defaultName: CarrierName;
+  /** The media formats to open sockets for (every carrier's, configured or not: a stream needs a call's token anyway). */
+  readonly formats: readonly MediaFormat[];
+}
+
+export function createCarriers(settings: CarrierSettings, logger: Logger, override?: Carrier): Carriers {
+  const real = new Map<string, Carrier>();
+  if (settings.twilio) real.set('twilio', createTwilioCarrier(settings.twilio));
+  const loopback = override ?? createLoopbackCarrier(silentPhone, logger);
+  const warned = new Set<string>();
+  const configured = CARRIER_NAMES.filter((name) => real.has(name));
+  const formats = new Map<string, MediaFormat>();
+  for (const carrier of [...real.values(), loopback]) formats.set(carrier.format.path, carrier.format);
+  return {
+    of(name) {
+      if (override) return override;
+      const carrier = real.get(name);
+      if (carrier) return carrier;
+      if (!warned.has(name)) {
+        warned.add(name);
+        logger.warn({ carrier: name }, 'carrier not configured; the loopback carrier stands in (a local silent phone answers its outbound calls)');
+      }
+      return loopback;
+    },
+    configured,
+    defaultName: configured[0] ?? 'twilio',
+    formats: [...formats.values()],
+  };
+}
