@@ -60,9 +60,20 @@ export const systemClock: Clock = {
     ),
 };
 
-/** Resolves after `ms` by `clock`. */
-export function sleep(clock: Clock, ms: number): Promise<void> {
-  return new Promise((resolve) => clock.setTimeout(resolve, ms));
+/** Resolves after `ms` by `clock`, or at once when `signal` aborts (never rejects). */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const abort = () => {
+      clock.clearTimeout(timer);
+      resolve();
+    };
+    const timer = clock.setTimeout(() => {
+      signal?.removeEventListener('abort', abort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', abort, { once: true });
+  });
 }
 
 /**

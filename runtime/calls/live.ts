@@ -1,6 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { join, relative } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { UniqueIntegrityConstraintViolationError } from 'slonik';
 import { findAssistant, findAssistantByUuid, type AssistantRow } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
@@ -16,6 +15,7 @@ import { callCosts, type CallRate } from '../prices.js';
 import { endCall, insertCall, setCarrierCallId, updateCallStatus, type CallHeartbeat } from './repository.js';
 import { chargeEnded, rateOf } from './charges.js';
 import { within } from '../bounded.js';
+import { sleep } from '../clock.js';
 import { createCallPresence, defaultCallPresence, type CallPresenceTimings } from './presence.js';
 import { FRAME_MS } from '../voice/audio.js';
 import { callerNumber, inboundAssistantOf } from '../phoneNumbers/repository.js';
@@ -532,7 +532,7 @@ export function createVoiceService(deps: VoiceDeps) {
           if (stopped) throw error;
           const delay = retries[Math.min(attempt, retries.length - 1)]!;
           logger[attempt < retries.length ? 'warn' : 'error']({ err: error, callId: id, attempt: attempt + 1 }, 'the end of the call could not be saved; trying again');
-          await sleep(delay, undefined, { signal: stopping.signal, ref: false }).catch(() => undefined);
+          await sleep(clock, delay, stopping.signal);
         }
       }
     } finally {
