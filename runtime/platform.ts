@@ -167,7 +167,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     workers,
     embedder,
     index,
-    crawler: createCrawler({ fetch: outbound, workers }),
+    crawler: createCrawler({ fetch: outbound, workers, now: () => clock.now() }),
     dataDir: config.dataDir,
     logger: logger.child({ component: 'ingestion' }),
     clock,
@@ -200,7 +200,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     turnLeaseSeconds: options.conversationTurnLeaseSeconds,
   });
   const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(config.dataDir) };
-  const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, Date.now());
+  const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, clock.now());
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
@@ -250,7 +250,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
-    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings }),
+    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings, clock }),
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,

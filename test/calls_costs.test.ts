@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { chargeCall } from '../runtime/calls/repository.js';
 import { callCosts, callRate } from '../runtime/prices.js';
 import { createDatabasePool } from '../runtime/store/pool.js';
+import { Conditions } from './helpers/conditions.js';
 import { withClient } from './helpers/database.js';
 import { ADMIN_TOKEN } from './helpers/platform.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
@@ -85,17 +86,14 @@ t.test('the end of a call is saved again and again until the database takes it, 
   // Attempts 20 and 40 ms apart, then every 60 ms, by the clock: the refusals below outlast the
   // schedule. Each refused attempt is logged as the next is armed; the test then moves the clock.
   let retries = 0;
-  const waiters: Array<() => void> = [];
-  const retried = (n: number) => new Promise<void>((resolve) => {
-    const check = () => (retries >= n ? resolve() : waiters.push(check));
-    check();
-  });
+  const refused = new Conditions();
+  const retried = (n: number) => refused.until(() => retries >= n);
   const s = await voiceSetup(t, {}, {
     runtime: { callEndRetryMs: [20, 40, 60] },
     logTo: (line) => {
       if (line.msg !== 'the end of the call could not be saved; trying again') return;
       retries++;
-      for (const waiter of waiters.splice(0)) waiter();
+      refused.changed();
     },
   });
   const { phone, callId } = await callIn(s, ['Is anyone there?']);

@@ -61,7 +61,7 @@ t.test('a recorded call: valid WAV of the right length, both sides, signed URL w
   const url = new URL(call.recording_url);
   url.searchParams.set('signature', '0'.repeat(64));
   t.equal((await fetch(url)).status, 403, 'a wrong signature');
-  const past = Math.floor(Date.now() / 1000) - 10;
+  const past = Math.floor(s.clock.now() / 1000) - 10;
   const expired = `${s.api.origin}/api/recordings/${callId}.wav?expires=${past}&signature=${signRecording(s.api.platform.runtime.recordings.secret, callId, past)}`;
   const refused = await fetch(expired);
   t.equal(refused.status, 403, 'an expired link');
@@ -75,7 +75,7 @@ t.test('a recorded call: valid WAV of the right length, both sides, signed URL w
   const other = await again(unrecorded);
   other.phone.phone.hangUp();
   t.equal((await endedCall(unrecorded, other.callId)).recording_url, null, 'record false: no recording');
-  const later = Math.floor(Date.now() / 1000) + 60;
+  const later = Math.floor(unrecorded.clock.now() / 1000) + 60;
   const none = await fetch(`${unrecorded.api.origin}/api/recordings/${other.callId}.wav?expires=${later}&signature=${signRecording(unrecorded.api.platform.runtime.recordings.secret, other.callId, later)}`);
   t.equal(none.status, 404, 'a validly signed link to a call without a recording');
   t.same(await none.json(), { message: 'Recording not found.' });

@@ -2,6 +2,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DatabasePool } from 'slonik';
 import { findAssistant } from '../assistants/repository.js';
+import type { Clock } from '../clock.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import { datetime } from '../time.js';
 import type { SearchIndex } from '../search/types.js';
@@ -58,9 +59,11 @@ export interface CallServiceDeps {
   readonly index: SearchIndex;
   /** Where recordings are and the key that signs their URLs. */
   readonly recordings: { readonly dir: string; readonly secret: Buffer };
+  /** The clock recording links expire by (the one that signs them). */
+  readonly clock: Clock;
 }
 
-export function createCallService({ pool, recordingUrl, index, recordings }: CallServiceDeps) {
+export function createCallService({ pool, recordingUrl, index, recordings, clock }: CallServiceDeps) {
   return {
     async get(userId: number, id: number) {
       const row = await findCall(pool, userId, id);
@@ -96,7 +99,7 @@ export function createCallService({ pool, recordingUrl, index, recordings }: Cal
      *   `not_found` when the call has no recording or its file is gone.
      */
     async recording(callId: number, expires: number, signature: string): Promise<{ path: string; size: number }> {
-      if (!Number.isInteger(callId) || !verifyRecording(recordings.secret, callId, expires, signature, Date.now())) {
+      if (!Number.isInteger(callId) || !verifyRecording(recordings.secret, callId, expires, signature, clock.now())) {
         throw new PlatformError('forbidden', { message: 'The recording link is invalid or has expired.' });
       }
       const relative = await recordingPathOf(pool, callId);

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { Conditions } from '../helpers/conditions.js';
 import { embedLocal } from '../../workers/embed.js';
 
 /**
@@ -52,17 +53,14 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
   const requests: FakeOpenAi['requests'] = [];
   const failures: number[] = [];
   const script: ScriptedReply[] = [];
-  const waiters: Array<{ count: number; resolve: () => void }> = [];
+  const arrivals = new Conditions();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
     req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
     req.on('end', () => {
       const body = raw ? JSON.parse(raw) : undefined;
       requests.push({ path: req.url ?? '', headers: req.headers, body });
-      for (const waiter of waiters.filter((w) => requests.length >= w.count)) {
-        waiters.splice(waiters.indexOf(waiter), 1);
-        waiter.resolve();
-      }
+      arrivals.changed();
       const failure = failures.shift();
       if (failure !== undefined) {
         res.writeHead(failure, { 'content-type': 'application/json' });
@@ -100,7 +98,7 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
     baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
     requests,
     received(count) {
-      return requests.length >= count ? Promise.resolve() : new Promise((resolve) => waiters.push({ count, resolve }));
+      return arrivals.until(() => requests.length >= count);
     },
     failNext(status, times = 1) {
       for (let i = 0; i < times; i++) failures.push(status);

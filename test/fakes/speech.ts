@@ -4,6 +4,7 @@ import type { Test } from 'tap';
 import { WebSocket, WebSocketServer } from 'ws';
 import { bytesToSamples, levelDb, samplesToBytes } from '../../runtime/voice/audio.js';
 import { SAY_EXACTLY } from '../../runtime/voice/providers/types.js';
+import { Conditions } from '../helpers/conditions.js';
 
 /**
  * Local stand-ins for the speech vendors, each speaking its wire protocol:
@@ -40,6 +41,8 @@ export interface FakeSpeech {
   readonly ttsRequests: Array<{ vendor: 'elevenlabs' | 'openai'; path: string; headers: IncomingMessage['headers']; body: any }>;
   readonly deepgramQueries: URLSearchParams[];
   readonly deepgramControl: string[];
+  /** Resolves once a Deepgram control message of `type` has arrived; at once if one has. */
+  deepgramSent(type: string): Promise<void>;
   /** Client events of every realtime session, in order. */
   readonly realtimeEvents: Array<Record<string, any>>;
   readonly realtimeHeaders: IncomingMessage['headers'][];
@@ -54,7 +57,8 @@ const tone = (samples: number, rate: number) => {
 };
 
 export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenlabs: string; openai: string }): Promise<FakeSpeech> {
-  const fake: FakeSpeech = { httpUrl: '', wsUrl: '', utterances: [], realtimeReplies: [], ttsRequests: [], deepgramQueries: [], deepgramControl: [], realtimeEvents: [], realtimeHeaders: [], streams: { deepgram: [], realtime: [] } };
+  const controls = new Conditions();
+  const fake: FakeSpeech = { httpUrl: '', wsUrl: '', utterances: [], realtimeReplies: [], ttsRequests: [], deepgramQueries: [], deepgramControl: [], deepgramSent: (type) => controls.until(() => fake.deepgramControl.includes(type)), realtimeEvents: [], realtimeHeaders: [], streams: { deepgram: [], realtime: [] } };
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
@@ -105,6 +109,7 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
       if (!isBinary) {
         const message = JSON.parse(data.toString()) as { type: string };
         fake.deepgramControl.push(message.type);
+        controls.changed();
         if (message.type === 'Finalize' && active) {
           results(active.words.join(' '), true, active.language);
           active = undefined;

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { Conditions } from './conditions.js';
 
 /**
  * A small website on an ephemeral loopback port for crawling tests. Each route is a function
@@ -27,14 +28,11 @@ export interface TestSite {
 export async function startSite(t: Test): Promise<TestSite> {
   const routes = new Map<string, Page | ((req: IncomingMessage) => Page)>();
   const requests: string[] = [];
-  const waiters: Array<{ path: string; resolve: () => void }> = [];
+  const arrivals = new Conditions();
   const pathOf = (url: string) => url.split('?')[0]!;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     requests.push(req.url ?? '');
-    for (const waiter of waiters.filter((w) => w.path === pathOf(req.url ?? ''))) {
-      waiters.splice(waiters.indexOf(waiter), 1);
-      waiter.resolve();
-    }
+    arrivals.changed();
     const entry = routes.get(pathOf(req.url ?? ''));
     const page = typeof entry === 'function' ? entry(req) : entry ?? { status: 404, type: 'text/plain', body: 'not found' };
     const send = () => {
@@ -56,7 +54,7 @@ export async function startSite(t: Test): Promise<TestSite> {
       routes.set(path, page);
     },
     requested(path) {
-      return requests.some((url) => pathOf(url) === path) ? Promise.resolve() : new Promise((resolve) => waiters.push({ path, resolve }));
+      return arrivals.until(() => requests.some((url) => pathOf(url) === path));
     },
   };
 }
