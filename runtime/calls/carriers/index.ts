@@ -1,4 +1,5 @@
 import { CARRIERS } from '../../../schemas/phoneNumbers.js';
+import type { Clock } from '../../clock.js';
 import type { Logger } from '../../logger.js';
 import type { MediaFormat } from '../../voice/serializers/types.js';
 import { createLoopbackCarrier, silentPhone } from './loopback.js';
@@ -30,10 +31,11 @@ export interface Carriers {
   readonly formats: readonly MediaFormat[];
 }
 
-export function createCarriers(settings: CarrierSettings, logger: Logger, override?: Carrier): Carriers {
+/** `clock`: the calls' clock, which paces the loopback carrier's silent phone. */
+export function createCarriers(settings: CarrierSettings, logger: Logger, clock: Clock, override?: Carrier): Carriers {
   const real = new Map<string, Carrier>();
   if (settings.twilio) real.set('twilio', createTwilioCarrier(settings.twilio));
-  const loopback = override ?? createLoopbackCarrier(silentPhone, logger);
+  const loopback = override ?? createLoopbackCarrier(silentPhone(clock), logger);
   const warned = new Set<string>();
   const configured = CARRIER_NAMES.filter((name) => real.has(name));
   const formats = new Map<string, MediaFormat>();

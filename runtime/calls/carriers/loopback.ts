@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import { mediaPayload, mediaPrefix, twilioFormat } from '../../voice/serializers/twilio.js';
-import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from '../../voice/audio.js';
+import { Downsampler, FRAME_MS, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from '../../voice/audio.js';
+import type { Clock } from '../../clock.js';
 import type { Logger } from '../../logger.js';
 import type { Carrier } from './types.js';
 
@@ -167,17 +168,37 @@ export function callerSpeechFrame(index: number): Int16Array {
   return frame;
 }
 
-/** The default loopback phone: answers, stays silent (paced in real time) and listens until the call ends. */
-export function silentPhone(call: { carrierCallId: string; streamUrl: string; token: string; callId: number }): void {
-  const phone = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } });
-  let timer: NodeJS.Timeout | undefined;
-  phone.open().then(
-    () => {
-      timer = setInterval(() => phone.speak(), 20);
-    },
-    () => {},
-  );
-  phone.on('close', () => clearInterval(timer));
+/**
+ * The default loopback phone: answers, stays silent (a frame every 20 ms by `clock`, the calls'
+ * clock) and listens until the call ends.
+ */
+export function silentPhone(clock: Clock): (call: { carrierCallId: string; streamUrl: string; token: string; callId: number }) => void {
+  return (call) => {
+    const phone = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } });
+    let timer: unknown;
+    let closed = false;
+    let next = 0;
+    // Paced from a schedule, not from each frame's send, so frames do not drift behind the clock.
+    const nextFrame = () => {
+      next += FRAME_MS;
+      timer = clock.setTimeout(() => {
+        phone.speak();
+        nextFrame();
+      }, Math.max(0, next - clock.now()));
+    };
+    phone.open().then(
+      () => {
+        if (closed) return;
+        next = clock.now();
+        nextFrame();
+      },
+      () => {},
+    );
+    phone.on('close', () => {
+      closed = true;
+      clock.clearTimeout(timer);
+    });
+  };
 }
 
 /** What the loopback carrier hands to the local phone that answers. */
