@@ -11,6 +11,7 @@
  * 7. while the lookup waits (the database busy), a socket may send 8 frames, answered once it is
  *    found; the ninth closes it with 1008.
  */
+import pg from 'pg';
 import { sql } from 'slonik';
 import t from 'tap';
 import WebSocket from 'ws';
@@ -157,7 +158,7 @@ t.test('sockets closed before their conversation is found leave the counts', asy
       return new Promise((resolve) => socket.on('close', resolve));
     }),
   );
-  for (let i = 0; i < 100 && (await widgetSockets()) > before; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  // The server let each socket go as it answered its close (see `closed` in helpers/socket.ts).
   t.equal(await widgetSockets(), before, 'none is left counted');
   const again = await Promise.all(Array.from({ length: 16 }, () => opened(t, new WebSocket(url))));
   t.equal(again.length, 16, 'the conversation takes 16 again');
@@ -166,8 +167,13 @@ t.test('sockets closed before their conversation is found leave the counts', asy
 t.test('frames sent while the conversation is looked up: 8 wait, the ninth closes the socket', async (t) => {
   const conversation = (await api.request('POST', '/conversations', { body: { assistant_id: uuid, type: 'widget' } })).body.conversation_id as string;
   const url = `${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`;
-  // Every connection of the pool (4 in tests) busy for a moment: the sockets' lookups wait for one.
-  const busy = Array.from({ length: 4 }, () => api.platform.runtime.pool.query(sql.unsafe`SELECT pg_sleep(0.4)`));
+  // Every connection of the pool (4 in tests) waits on a lock the test holds: the sockets' lookups
+  // wait for one until the test lets it go.
+  const holder = new pg.Client({ connectionString: api.databaseUrl });
+  await holder.connect();
+  t.teardown(() => holder.end());
+  await holder.query('SELECT pg_advisory_lock(4242)');
+  const busy = Array.from({ length: 4 }, () => api.platform.runtime.pool.query(sql.unsafe`SELECT pg_advisory_xact_lock(4242)`));
   const patient = await opened(t, new WebSocket(url));
   const hasty = await opened(t, new WebSocket(url));
   const answers: any[] = [];
@@ -176,6 +182,7 @@ t.test('frames sent while the conversation is looked up: 8 wait, the ninth close
   const closed = new Promise<[number, string]>((resolve) => hasty.once('close', (code, reason) => resolve([code, String(reason)])));
   for (let i = 0; i < 9; i++) hasty.send('not json');
   t.same(await closed, [1008, 'Too many frames before the conversation was found.']);
+  await holder.query('SELECT pg_advisory_unlock(4242)');
   await Promise.all(busy);
   while (answers.length < 8) await new Promise((resolve) => patient.once('message', resolve));
   t.ok(answers.every((frame) => frame.type === 'error' && /not valid JSON/.test(frame.error)), 'the 8 waiting frames are answered once it is found');

@@ -1,5 +1,5 @@
 import type { Test } from 'tap';
-import type WebSocket from 'ws';
+import WebSocket from 'ws';
 
 /** Resolves once `socket` is open (rejects if it fails to connect); it is closed when `t` ends. */
 export async function opened(t: Test, socket: WebSocket): Promise<WebSocket> {
@@ -9,6 +9,17 @@ export async function opened(t: Test, socket: WebSocket): Promise<WebSocket> {
   });
   t.teardown(() => socket.close());
   return socket;
+}
+
+/**
+ * Closes `socket` and resolves once it is closed. The server (uWS) runs its close handler as it
+ * answers the close frame, so by then it has let the socket go.
+ */
+export async function closed(socket: WebSocket): Promise<void> {
+  if (socket.readyState === WebSocket.CLOSED) return;
+  const done = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.close();
+  await done;
 }
 
 /**
