@@ -2,13 +2,12 @@
  * A job interrupted by a server kill resumes after restart: the killed server's lease expires and
  * the next server claims the job again, so the document does not stay `processing` forever.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import t from 'tap';
 import { freshDatabase, withClient } from './helpers/database.js';
+import { spawnServer } from './helpers/server_process.js';
 import { html, startSite } from './helpers/site.js';
 
 const databaseUrl = await freshDatabase();
@@ -16,20 +15,9 @@ const dataDir = await mkdtemp(join(tmpdir(), 'ap-restart-'));
 t.teardown(() => rm(dataDir, { recursive: true, force: true }));
 const site = await startSite(t);
 
-async function start(): Promise<{ child: ChildProcess; origin: string; exited: Promise<unknown> }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'api/main.ts'], {
-    env: { ...process.env, PORT: '0', DATA_DIR: dataDir, DATABASE_URL: databaseUrl, LOG_LEVEL: 'info', OUTBOUND_ALLOW_PRIVATE: 'true' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const port = await new Promise<number>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      const entry = JSON.parse(line) as { msg: string; port?: number };
-      if (entry.msg === 'platform listening') resolve(entry.port!);
-    });
-    void exited.then(() => reject(new Error('server exited before listening')));
-  });
-  return { child, origin: `http://127.0.0.1:${port}`, exited };
+async function start() {
+  const server = spawnServer({ dataDir, env: { DATABASE_URL: databaseUrl, OUTBOUND_ALLOW_PRIVATE: 'true' } });
+  return { ...server, origin: await server.listening() };
 }
 
 const call = async (origin: string, method: string, path: string, token?: string, body?: unknown) => {
@@ -41,15 +29,6 @@ const call = async (origin: string, method: string, path: string, token?: string
   return (await response.json()) as any;
 };
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  for (let i = 0; i < 400; i++) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 t.test('a killed server leaves its job to the next one', async (t) => {
   let slow = true;
   site.route('/manual', () => (slow ? { body: html('Manual', '<p>never sent</p>'), delayMs: 60_000 } : { body: html('Manual', '<p>Support hours are nine to five.</p>') }));
@@ -58,7 +37,7 @@ t.test('a killed server leaves its job to the next one', async (t) => {
   const { token } = await call(first.origin, 'POST', '/auth/register', undefined, { name: 'A', email: 'a@example.com', password: 'password123' });
   const kb = (await call(first.origin, 'POST', '/user/knowledgebases', token, { name: 'KB' })).data.id;
   const doc = (await call(first.origin, 'POST', `/user/knowledgebases/${kb}/documents`, token, { name: 'Manual', type: 'website', url: `${site.origin}/manual` })).data.id;
-  await until('the job to fetch the page', async () => (site.requests.includes('/manual') ? true : undefined));
+  await site.requested('/manual');
   first.child.kill('SIGKILL');
   await first.exited;
   const job = await withClient(databaseUrl, async (db) => (await db.query('SELECT status, attempts FROM document_jobs WHERE document_id = $1', [doc])).rows[0]);
@@ -69,10 +48,9 @@ t.test('a killed server leaves its job to the next one', async (t) => {
 
   slow = false;
   const second = await start();
-  const settled = await until('the document to settle', async () => {
-    const data = (await call(second.origin, 'GET', `/user/knowledgebases/${kb}/documents/${doc}`, token)).data;
-    return data.status === 'processing' ? undefined : data;
-  });
+  // Logged once its outcome is recorded.
+  await second.line((line) => line.msg === 'document ingested' && line.documentId === doc);
+  const settled = (await call(second.origin, 'GET', `/user/knowledgebases/${kb}/documents/${doc}`, token)).data;
   t.match(settled, { status: 'active', error: null });
   const after = await withClient(databaseUrl, async (db) => (await db.query('SELECT status, attempts FROM document_jobs WHERE document_id = $1', [doc])).rows[0]);
   t.same(after, { status: 'done', attempts: 2 });
