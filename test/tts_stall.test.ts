@@ -6,9 +6,11 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
+import { Conditions } from './helpers/conditions.js';
 import { createElevenLabsTts, createOpenAiTts } from '../runtime/voice/providers/vendors.js';
 
 const held: ServerResponse[] = [];
+const holding = new Conditions();
 const server = createServer((req, res) => {
   req.resume();
   req.on('end', () => {
@@ -23,7 +25,10 @@ const server = createServer((req, res) => {
           res.end();
         }
       }, 20);
-    } else held.push(res);
+    } else {
+      held.push(res);
+      holding.changed();
+    }
   });
 });
 await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -51,8 +56,11 @@ t.test('a steady one is not cut off', async (t) => {
 
 t.test('a cancelled request is not a stall', async (t) => {
   const cancel = new AbortController();
+  const before = held.length;
   const pending = drain(createElevenLabsTts({ apiKey: 'k', url, stallMs: 60_000 }).synthesize(request('held', cancel.signal)));
-  setTimeout(() => cancel.abort(), 50);
+  // Cancelled while the vendor holds the response, as a barge-in would.
+  await holding.until(() => held.length > before);
+  cancel.abort();
   const outcome = await pending.then(
     () => 'ended',
     (error: Error) => error.message,
