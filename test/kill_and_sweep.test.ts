@@ -4,8 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { Conditions } from './helpers/conditions.js';
 import { freshDatabase, withClient } from './helpers/database.js';
-import { embeddedUrl, isRunning, spawnServer, startServer, until, type RunningServer } from './helpers/server_process.js';
+import { embeddedUrl, isRunning, spawnServer, startServer, until, type LogLine, type RunningServer } from './helpers/server_process.js';
 
 /**
  * Servers killed outright (SIGKILL), and servers refused before they touch anything:
@@ -28,19 +29,31 @@ async function dataDir(t: Test): Promise<string> {
   return dir;
 }
 
-async function receiver(t: Test): Promise<{ url: string; calls: number[] }> {
+async function receiver(t: Test): Promise<{ url: string; calls: number[]; arrived: Conditions }> {
   const calls: number[] = [];
+  const arrived = new Conditions();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
     req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
     req.on('end', () => {
       calls.push(Number((JSON.parse(raw) as { id: number }).id));
+      arrived.changed();
       res.writeHead(200).end();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, calls };
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, calls, arrived };
+}
+
+/** Matches the log line by which `ids` have all been swept (ended and charged), over one sweep or several. */
+function sweptAll(ids: readonly number[]): (line: LogLine) => boolean {
+  const swept = new Set<number>();
+  return (line) => {
+    if (line.msg !== 'ended and charged calls left open by a stopped process') return false;
+    for (const id of line.calls as number[]) swept.add(id);
+    return ids.every((id) => swept.has(id));
+  };
 }
 
 /** A funded user with an outbound assistant on a number; returns its token and assistant id. */
@@ -81,17 +94,17 @@ t.test('a killed server\'s calls are settled by another server within the sweep 
   const survivor = await startServer(t, { dataDir: await dataDir(t), npm: true, env });
   const account = await outboundAssistant(doomed, hook.url);
   const ids = await liveCalls(doomed, account, 2);
+  // The calls talk for a while on the server's own (real) clock, so what is billed can be told
+  // from what was talked.
   await new Promise((resolve) => setTimeout(resolve, 3_000));
 
   process.kill(doomed.pid, 'SIGKILL');
   const killedAt = Date.now();
   await doomed.exited;
   const talk = await talked(databaseUrl, ids, killedAt);
-  const settled = await until('the survivor to settle the calls', async () => {
-    const calls = await Promise.all(ids.map(async (id) => (await survivor.api('GET', `/user/calls/${id}`, undefined, account.token)).body.data));
-    return calls.every((call) => call.status !== 'in-progress') ? calls : undefined;
-  });
+  await survivor.line(sweptAll(ids));
   const settledIn = Date.now() - killedAt;
+  const settled = await Promise.all(ids.map(async (id) => (await survivor.api('GET', `/user/calls/${id}`, undefined, account.token)).body.data));
   t.ok(settledIn < 1_500 + 2 * 250 + 5_000, `settled ${settledIn} ms after the kill (orphan age 1.5 s, sweeps 0.25 s apart)`);
   for (const call of settled) {
     const spoke = talk.get(call.id)!;
@@ -102,7 +115,7 @@ t.test('a killed server\'s calls are settled by another server within the sweep 
   }
   const charges = await withClient(databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM ledger_entries WHERE kind = 'call' AND reference = ANY($1)`, [ids.map(String)])).rows[0].n));
   t.equal(charges, ids.length, 'one ledger entry per call');
-  await until('the webhooks', () => (ids.every((id) => hook.calls.includes(id)) ? true : undefined));
+  await hook.arrived.until(() => ids.every((id) => hook.calls.includes(id)));
   t.same([...hook.calls].sort(), [...ids].sort(), 'each call\'s webhook delivered once');
   survivor.child.kill('SIGTERM');
   await survivor.exited;
@@ -113,6 +126,7 @@ t.test('killed with a live call on its embedded database: the next start takes t
   const first = await startServer(t, { dataDir: dir, npm: true, env: { ADMIN_TOKEN: ADMIN } });
   const account = await outboundAssistant(first);
   const [id] = await liveCalls(first, account, 1);
+  // Talk on the server's real clock, as above.
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   process.kill(first.pid, 'SIGKILL');
   const killedAt = Date.now();
@@ -120,10 +134,12 @@ t.test('killed with a live call on its embedded database: the next start takes t
 
   const next = await startServer(t, { dataDir: dir, npm: true, env: { ADMIN_TOKEN: ADMIN } });
   t.ok(next.log.some((l) => l.msg === 'stopping a PostgreSQL server left running by an earlier process'), 'the orphaned PostgreSQL was stopped and taken over');
-  const call = await until('the call to be settled', async () => {
-    const data = (await next.api('GET', `/user/calls/${id}`, undefined, account.token)).body.data;
-    return data.status === 'in-progress' ? undefined : data;
-  }, 5_000);
+  // The start's first sweep takes every open call (the database is this server's alone); a later
+  // sweep would come tens of seconds on.
+  const listeningAt = Date.now();
+  await next.line(sweptAll([id!]));
+  t.ok(Date.now() - listeningAt < 5_000, 'swept within 5 s of the start');
+  const call = (await next.api('GET', `/user/calls/${id}`, undefined, account.token)).body.data;
   const spoke = (await talked(await embeddedUrl(next, dir), [id!], killedAt)).get(id!)!;
   t.equal(call.status, 'ended', 'ended at start-up, not a sweep later');
   t.ok(call.duration >= Math.floor(spoke - 1) && call.duration <= Math.ceil(spoke) + 1, `billed ${call.duration} s of ${spoke.toFixed(2)} s talked (heartbeat 1 s)`);

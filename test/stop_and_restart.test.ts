@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { MediaStreamPhone } from '../runtime/calls/carriers/loopback.js';
 import { startFakeOpenAi, type FakeOpenAi } from './fakes/openai.js';
+import { Conditions } from './helpers/conditions.js';
 import { withClient } from './helpers/database.js';
 import { WebCallLine } from './helpers/phone.js';
 import { embeddedUrl, isRunning, startServer, until, type RunningServer as ServerProcess, type ServerProcessOptions } from './helpers/server_process.js';
@@ -34,12 +35,15 @@ interface Receiver {
   readonly url: string;
   /** Deliveries by call id, in arrival order. */
   readonly byCall: Map<number, string[]>;
+  /** Changes as each delivery arrives. */
+  readonly arrivals: Conditions;
   /** Holds the next delivery's answer until `release`. */
   holdNext(): { arrived: Promise<number>; release(): void };
 }
 
 async function webhookReceiver(t: Test): Promise<Receiver> {
   const byCall = new Map<number, string[]>();
+  const arrivals = new Conditions();
   let hold: { arrive: (id: number) => void; released: Promise<void> } | undefined;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
@@ -47,6 +51,7 @@ async function webhookReceiver(t: Test): Promise<Receiver> {
     req.on('end', () => {
       const id = Number((JSON.parse(raw) as { id: number }).id);
       byCall.set(id, [...(byCall.get(id) ?? []), String(req.headers['x-webhook-id'])]);
+      arrivals.changed();
       const held = hold;
       hold = undefined;
       const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
@@ -60,6 +65,7 @@ async function webhookReceiver(t: Test): Promise<Receiver> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     byCall,
+    arrivals,
     holdNext() {
       let arrive!: (id: number) => void;
       let release!: () => void;
@@ -71,7 +77,10 @@ async function webhookReceiver(t: Test): Promise<Receiver> {
   };
 }
 
-/** A caller on a Twilio media stream, sending a silent frame every 20 ms as a phone line does. */
+/**
+ * A caller on a Twilio media stream, sending a silent frame every 20 ms as a phone line does (in
+ * real time: the server in its own process runs on the real clock).
+ */
 function streamingPhone(phone: { speak(): void; socket: { on(event: 'close', listener: () => void): unknown } }): void {
   const timer = setInterval(() => phone.speak(), 20);
   phone.socket.on('close', () => clearInterval(timer));
@@ -180,7 +189,7 @@ async function checkCalls(t: Test, server: ServerProcess, a: Account, db: string
   }
   const charges = await withClient(db, async (client) => (await client.query(`SELECT reference, count(*)::int AS n FROM ledger_entries WHERE kind = 'call' GROUP BY reference`)).rows as Array<{ reference: string; n: number }>);
   t.same(new Map(charges.map((row) => [Number(row.reference), row.n])), new Map(calls.map((call) => [call.id, 1])), 'one ledger entry per call');
-  await until('every webhook to be delivered', () => (calls.every((call) => receiver.byCall.has(call.id)) ? true : undefined));
+  await receiver.arrivals.until(() => calls.every((call) => receiver.byCall.has(call.id)));
   const deliveries = await withClient(db, async (client) => (await client.query(`SELECT call_id, status FROM webhook_deliveries ORDER BY call_id`)).rows as Array<{ call_id: number; status: string }>);
   t.same(deliveries, calls.map((call) => ({ call_id: call.id, status: 'delivered' })).sort((x, y) => x.call_id - y.call_id), 'one delivery per call, each delivered');
   t.same(new Map([...receiver.byCall].map(([id, ids]) => [id, ids.length])), new Map(calls.map((call) => [call.id, 1])), 'the receiver got each exactly once');
@@ -210,6 +219,7 @@ async function busyStopAndRestart(t: Test, by: StopBy): Promise<void> {
   await inProgress(server, a, [...outbound, inbound.id, web.id, hungUp.id]);
   // A call that ends before the stop, its webhook still being delivered when the signal comes.
   const heldDelivery = w.receiver.holdNext();
+  // It talks for a while on the server's real clock first: its greeting is in its transcript.
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   hungUp.line.hangUp();
   t.equal(await heldDelivery.arrived, hungUp.id, 'the ended call\'s webhook is in flight');
@@ -218,23 +228,22 @@ async function busyStopAndRestart(t: Test, by: StopBy): Promise<void> {
   w.site.route('/manual', () => (crawled ? { body: html('Manual', '<p>Support hours are nine to five.</p>') } : { body: '', heldUntil: new Promise(() => {}) }));
   const kb = (await server.api('POST', '/user/knowledgebases', { name: 'KB' }, a.token)).body.data.id;
   const doc = (await server.api('POST', `/user/knowledgebases/${kb}/documents`, { name: 'Manual', type: 'website', url: `${w.site.origin}/manual` }, a.token)).body.data.id;
-  await until('the crawl to begin', () => (w.site.requests.includes('/manual') ? true : undefined));
+  await w.site.requested('/manual');
 
   let releaseReply!: () => void;
   w.fake.scriptChat({ text: 'The answer came in time.', heldUntil: new Promise<void>((resolve) => (releaseReply = resolve)) }, { text: 'Too late.', heldUntil: new Promise(() => {}) });
   const conversations = [0, 1].map(async () => (await server.api('POST', '/conversations', { assistant_id: a.chatUuid })).body.conversation_id as string);
   const [answered, cut] = await Promise.all(conversations);
   const first = server.api('POST', `/conversations/${answered}/messages`, { message: 'First' });
-  await until('the first reply to be asked for', () => (w.fake.requests.length === 1 ? true : undefined));
+  await w.fake.received(1);
   const second = server.api('POST', `/conversations/${cut}/messages`, { message: 'Second' });
-  await until('the second reply to be asked for', () => (w.fake.requests.length === 2 ? true : undefined));
+  await w.fake.received(2);
 
   const signalled = Date.now();
   by.send(server);
-  t.match(await until('the server to refuse new work', async () => {
-    const health = await server.api('GET', '/../health');
-    return health.status === 503 ? health : undefined;
-  }), { body: { status: 'stopping' } }, 'health says stopping at once');
+  // Logged as the stop begins refusing new work.
+  await server.line('stopping: new calls, messages and requests are refused');
+  t.match(await server.api('GET', '/../health'), { status: 503, body: { status: 'stopping' } }, 'health says stopping at once');
   const refused = await server.api('GET', '/user', undefined, a.token);
   t.match(refused, { status: 503, body: { message: /restarting/ } }, 'REST is 503');
   t.equal(refused.headers.get('retry-after'), '5', 'with Retry-After');
@@ -269,10 +278,9 @@ async function busyStopAndRestart(t: Test, by: StopBy): Promise<void> {
     { id: web.id, status: 'ended', goodbye: true },
     { id: hungUp.id, status: 'ended_by_customer', goodbye: false },
   ]);
-  const document = await until('the document to be ingested', async () => {
-    const data = (await restarted.api('GET', `/user/knowledgebases/${kb}/documents/${doc}`, undefined, a.token)).body.data;
-    return data.status === 'processing' ? undefined : data;
-  });
+  // Logged once its outcome is recorded.
+  await restarted.line((line) => line.msg === 'document ingested' && line.documentId === doc);
+  const document = (await restarted.api('GET', `/user/knowledgebases/${kb}/documents/${doc}`, undefined, a.token)).body.data;
   t.match(document, { status: 'active' }, 'the document crawled at the stop was taken up again and ingested');
   const messages = await withClient(db, async (client) => ({
     pending: Number((await client.query(`SELECT count(*) AS n FROM conversation_messages WHERE reply_pending`)).rows[0].n),

@@ -4,6 +4,7 @@ import { claimJob, completeJob, failJob, releaseJob, renewLease, retryJob } from
 import { createDatabasePool } from '../runtime/store/pool.js';
 import { withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
+import { until } from './helpers/server_process.js';
 import { html, startSite } from './helpers/site.js';
 import { callIn, voiceSetup } from './helpers/voice.js';
 
@@ -149,15 +150,6 @@ t.test('a document job still running at the stop is given back, due at once and 
   t.equal((await next.request('GET', `/user/knowledgebases/${kb}/documents/${doc}`, { token: user.token })).body.data.status, 'active', 'the next start ran it');
 });
 
-/** Polls `condition` every 10 ms for up to 10 s (for states of PostgreSQL that nothing announces). */
-async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (await condition()) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error('timed out');
-}
-
 t.test('a call whose start was under way when the stop ended the live calls is ended as it arrives, and refused', async (t) => {
   const s = await voiceSetup(t);
   const voice = s.api.platform.runtime.services.voice;
@@ -168,7 +160,8 @@ t.test('a call whose start was under way when the stop ended the live calls is e
   await holder.query('BEGIN');
   await holder.query('LOCK TABLE calls IN ACCESS EXCLUSIVE MODE');
   const answer = voice.inbound('twilio', { to: s.number, from: '+14155550122', carrierCallId: 'CAlate' });
-  await until(async () => (await withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO calls%'`)).rows[0].n))) > 0);
+  // PostgreSQL announces no lock wait: its activity view is looked at until the insert waits.
+  await until('the insert to wait on the lock', async () => ((await withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO calls%'`)).rows[0].n))) > 0 ? true : undefined));
   const ending = voice.endAll(0);
   await holder.query('COMMIT');
   t.match(await answer, { kind: 'refuse', text: /^Sorry, this assistant cannot take your call right now/ }, 'the caller hears the refusal, not a stream to a call that is ending');
