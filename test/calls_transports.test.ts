@@ -4,6 +4,7 @@ import { twilioSignature } from '../api/routes/carriers/twilio.js';
 import { twilioFormat } from '../runtime/voice/serializers/twilio.js';
 import { createLoopbackCarrier, type LoopbackDial } from '../runtime/calls/carriers/loopback.js';
 import { startFakeTwilio } from './fakes/twilio.js';
+import { Conditions } from './helpers/conditions.js';
 import { SimulatedPhone } from './helpers/phone.js';
 import { endedCall, voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
@@ -136,6 +137,7 @@ t.test('outbound status callbacks: busy, no-answer after ringing_time (the carri
 
 t.test('an outbound call that ends while the carrier is still placing it is hung up once the carrier names it', async (t) => {
   const hangUps: Array<{ carrierCallId: string; state: string }> = [];
+  const hungUp = new Conditions();
   let answer!: (placed: { carrierCallId: string }) => void;
   const placing = new Promise<{ carrierCallId: string }>((resolve) => (answer = resolve));
   let asked = 0;
@@ -146,6 +148,7 @@ t.test('an outbound call that ends while the carrier is still placing it is hung
     transfer: async () => {},
     hangUp: async (carrierCallId: string, state: 'ringing' | 'connected') => {
       hangUps.push({ carrierCallId, state });
+      hungUp.changed();
     },
   };
   const s = await voiceSetup(t, { type: 'outbound' }, { runtime: { carrier } });
@@ -156,7 +159,7 @@ t.test('an outbound call that ends while the carrier is still placing it is hung
   t.equal((await endedCall(s, callId)).status, 'failed');
   t.same(hangUps, []);
   answer({ carrierCallId: 'CA-late' });
-  for (let i = 0; i < 1_000 && hangUps.length === 0; i++) await new Promise((resolve) => setImmediate(resolve));
+  await hungUp.until(() => hangUps.length > 0);
   t.same(hangUps, [{ carrierCallId: 'CA-late', state: 'ringing' }]);
 });
 
@@ -167,9 +170,7 @@ t.test('Twilio REST carrier: create call with TwiML and callbacks; signed webhoo
   const s = await voiceSetup(t, { type: 'outbound' }, { config: { twilio: { accountSid: sid, authToken, apiUrl: fake.apiUrl }, twilioAuthToken: authToken } });
   const placed = await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } });
   const callId = placed.body.data.id as number;
-  await t.resolves(async () => {
-    while (fake.requests.length === 0) await new Promise((resolve) => setImmediate(resolve));
-  });
+  await fake.received(1);
   const created = fake.requests[0]!;
   t.equal(created.path, `/2010-04-01/Accounts/${sid}/Calls.json`);
   t.equal(created.form.get('To'), '+4915112345678');
@@ -223,16 +224,12 @@ t.test('Twilio REST carrier: a call given up while ringing is canceled there', a
   const fake = await startFakeTwilio(t, sid, authToken);
   const s = await voiceSetup(t, { type: 'outbound', ringing_time: 5 }, { config: { twilio: { accountSid: sid, authToken, apiUrl: fake.apiUrl } } });
   const callId = (await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: '+4915112345678' } })).body.data.id as number;
-  await t.resolves(async () => {
-    while (fake.requests.length === 0) await new Promise((resolve) => setImmediate(resolve));
-  });
+  await fake.received(1);
   await s.api.platform.runtime.services.voice.saved(callId);
   await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallSid: `CA${'1'.padStart(32, '0')}`, CallStatus: 'ringing' }));
   s.clock.advance(5_100);
   t.equal((await endedCall(s, callId)).status, 'no-answer');
-  await t.resolves(async () => {
-    while (fake.requests.length < 2) await new Promise((resolve) => setImmediate(resolve));
-  });
+  await fake.received(2);
   t.equal(fake.requests[1]!.path, `/2010-04-01/Accounts/${sid}/Calls/CA${'1'.padStart(32, '0')}.json`);
   t.equal(fake.requests[1]!.form.get('Status'), 'canceled');
 });

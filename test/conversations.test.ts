@@ -200,8 +200,10 @@ t.test('a tool removed during a turn is not called by it', async (t) => {
   const conversation = (await start(bot.uuid)).body.conversation_id;
   let release!: () => void;
   fake.scriptChat({ toolCalls: [{ name: 'secret_lookup', arguments: {} }], heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Done.' });
+  const asked = fake.requests.length;
   const reply = say(conversation, 'Look it up', owner.token);
-  while (!fake.requests.some((r) => r.body.messages?.at(-1)?.content === 'Look it up')) await new Promise((resolve) => setImmediate(resolve));
+  await fake.received(asked + 1);
+  t.equal(fake.requests.at(-1)!.body.messages?.at(-1)?.content, 'Look it up', 'the model is asked, its answer held');
   t.equal((await api.request('DELETE', `/user/tools/${tool.body.data.id}`, { token: owner.token })).status, 200);
   release();
   t.same((await reply).body.function_calls, [{ name: 'secret_lookup', arguments: {}, result: { error: 'There is no function named secret_lookup' } }]);

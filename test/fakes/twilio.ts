@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { Conditions } from '../helpers/conditions.js';
 
 /**
  * A local stand-in for Twilio's Programmable Voice REST API (2010-04-01): create a call
@@ -10,12 +11,15 @@ import type { Test } from 'tap';
 export interface FakeTwilio {
   readonly apiUrl: string;
   readonly requests: Array<{ path: string; authorization: string | undefined; form: URLSearchParams }>;
+  /** Resolves once `count` requests have arrived (counting from the fake's start). */
+  received(count: number): Promise<void>;
   /** Answer the next create with this status (e.g. 400 for an unreachable number). */
   failNext(status: number): void;
 }
 
 export async function startFakeTwilio(t: Test, accountSid: string, authToken: string): Promise<FakeTwilio> {
   const requests: FakeTwilio['requests'] = [];
+  const arrivals = new Conditions();
   let failure: number | undefined;
   let calls = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -24,6 +28,7 @@ export async function startFakeTwilio(t: Test, accountSid: string, authToken: st
     req.on('end', () => {
       const form = new URLSearchParams(raw);
       requests.push({ path: req.url ?? '', authorization: req.headers.authorization, form });
+      arrivals.changed();
       const send = (status: number, body: unknown) => {
         res.writeHead(status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(body));
@@ -51,6 +56,7 @@ export async function startFakeTwilio(t: Test, accountSid: string, authToken: st
   return {
     apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    received: (count) => arrivals.until(() => requests.length >= count),
     failNext(status) {
       failure = status;
     },
