@@ -16,6 +16,7 @@ import { Router } from '../api/http/router.js';
 import { StreamBody, json } from '../api/http/types.js';
 import { createLogger } from '../runtime/logger.js';
 import { PlatformError } from '../runtime/errors.js';
+import { Conditions } from './helpers/conditions.js';
 
 const router = new Router();
 let slowFinished: () => void = () => undefined;
@@ -24,6 +25,7 @@ let slowStarted: () => void = () => undefined;
 const slowRunning = new Promise<void>((resolve) => (slowStarted = resolve));
 let releaseSlow: () => void = () => undefined;
 const lines: Array<Record<string, unknown>> = [];
+const logged = new Conditions();
 
 router.add({ method: 'POST', path: '/echo', auth: 'none', handler: (req) => json(200, { body: req.body, query: req.query }) });
 const STREAMED = 12_000_000;
@@ -82,7 +84,7 @@ router.add({ method: 'GET', path: '/gate', auth: 'none', handler: async () => {
 
 const server = createHttpServer({
   router,
-  logger: createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) }),
+  logger: createLogger('info', { write: (line: string) => (lines.push(JSON.parse(line)), logged.changed()) }),
   authenticate: async () => undefined,
   jsonBodyLimit: 1024 * 1024,
   multipartBodyLimit: 3 * 1024 * 1024,
@@ -234,9 +236,7 @@ t.test('a client that leaves before its streamed answer is ready: the server goe
   t.equal((await fetch(`${base}/echo/0`)).status, 200, 'the close has been handled');
   release();
   // Once used, the aborted response threw inside the stream's promise, which nothing heard: the process ended.
-  await t.resolves(async () => {
-    while (!lines.some((line) => line.path === '/slow-stream')) await new Promise((resolve) => setImmediate(resolve));
-  });
+  await logged.until(() => lines.some((line) => line.path === '/slow-stream'));
   t.equal((await fetch(`${base}/echo/1`)).status, 200, 'still serving');
   t.match(lines.find((line) => line.path === '/slow-stream'), { status: 200, aborted: true });
   t.notOk(lines.some((line) => /streamed response failed|could not be written/.test(String(line.msg))), 'nothing failed');

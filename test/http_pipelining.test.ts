@@ -12,10 +12,12 @@
  */
 import { connect } from 'node:net';
 import t from 'tap';
+import { Conditions } from './helpers/conditions.js';
 import { startTestPlatform } from './helpers/platform.js';
 
 const lines: Array<Record<string, unknown>> = [];
-const api = await startTestPlatform(t, {}, {}, (line) => lines.push(line));
+const logged = new Conditions();
+const api = await startTestPlatform(t, {}, {}, (line) => (lines.push(line), logged.changed()));
 const owner = await api.user('Owner');
 const port = Number(new URL(api.origin).port);
 
@@ -73,9 +75,7 @@ t.test('behind an answer still being worked on: the connection closes unanswered
   const result = await converse([get('/api/user', 'async-2a'), get('/api/docs', 'async-2b')], true);
   t.same(result, { answers: [], rest: '', closed: true }, 'no byte of either answer, then the close a client retries after');
   // The first request's handler finishes on its own; its log line says the client had gone.
-  await t.resolves(async () => {
-    while (!lines.some((line) => line.reqId === 'async-2a')) await new Promise((resolve) => setImmediate(resolve));
-  });
+  await logged.until(() => lines.some((line) => line.reqId === 'async-2a'));
   t.match(lines.find((line) => line.reqId === 'async-2a'), { path: '/api/user', status: 200, aborted: true });
   // Routing logs a synchronous answer at once, so it would be in the log before the first's line.
   t.notOk(lines.some((line) => line.reqId === 'async-2b'), 'the request behind it never reached a handler');
