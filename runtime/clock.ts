@@ -1,14 +1,19 @@
 /**
- * Time as the platform's timers see it: calls, conversations, sweeps, polls and lease renewals.
- * Production uses the system clock; tests and benchmarks may inject a `ManualClock` and move time
- * themselves, so a 40-second silence timer or a 60-second sweep takes no real time.
+ * Time as the platform's timers see it: calls (and the loopback carrier's phone), conversations,
+ * sweeps, polls, heartbeats, lease renewals, retries of a call's end, and the expiry of recording
+ * links and cached robots.txt answers. Production uses the system clock; tests and benchmarks may
+ * inject a `ManualClock` and move time themselves, so a 40-second silence timer or a 60-second
+ * sweep takes no real time.
  * The first three members match XState's `clock` option, so the same object drives delayed
  * transitions.
  *
- * What stays off the clock: timestamps stored in the database and the leases and due times
- * compared there (PostgreSQL's `now()`, shared by every process); bounds on network I/O (a
- * vendor's stall, an outbound fetch); and the bounds of a stop, which a supervisor measures in
- * real time.
+ * What stays off the clock, because real time is the contract there: timestamps stored in the
+ * database and the leases, expiries and due times compared there (PostgreSQL's `now()`, shared by
+ * every process: sessions and tokens included); bounds on and retries of outside I/O (a vendor's
+ * stall, an outbound fetch, a database probe, a search index's retry, the notification
+ * connection's reconnect, a socket that must start streaming); a vendor's keep-alive, owed in its
+ * time; request rate limits (the rate of real clients); latency measurements; the bounds of a stop, which a supervisor measures in real time; and
+ * the embedded PostgreSQL's processes.
  */
 export interface Clock {
   now(): number;

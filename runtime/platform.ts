@@ -111,7 +111,7 @@ export interface Services {
 export interface RuntimeOptions {
   /** The resolver of the outbound guard (tests answer for names they invent). */
   readonly lookup?: HostLookup;
-  /** The clock of every timer: calls, conversations, sweeps, polls and lease renewals. @defaultValue systemClock */
+  /** The clock of every timer: calls, conversations, sweeps, polls, heartbeats and lease renewals (see clock.ts). @defaultValue systemClock */
   readonly clock?: Clock;
   readonly speech?: SpeechOverrides;
   readonly carrier?: Carrier;
