@@ -6,7 +6,8 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
-import { createElevenLabsTts, createOpenAiTts } from '../runtime/voice/providers/vendors.js';
+import { createElevenLabsTts } from '../runtime/voice/providers/elevenlabs.js';
+import { createOpenAiTts } from '../runtime/voice/providers/openaiTts.js';
 
 const held: ServerResponse[] = [];
 const server = createServer((req, res) => {
