@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { chargeCall } from '../runtime/calls/repository.js';
 import { callCosts, callRate } from '../runtime/prices.js';
 import { createDatabasePool } from '../runtime/store/pool.js';
+import { Conditions } from './helpers/conditions.js';
 import { withClient } from './helpers/database.js';
 import { ADMIN_TOKEN } from './helpers/platform.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
@@ -82,8 +83,19 @@ t.test('two calls on one balance: when one ends, the other is cut off against wh
 });
 
 t.test('the end of a call is saved again and again until the database takes it, however long it refuses', async (t) => {
-  // Attempts 20 and 40 ms apart, then every 60 ms: the refusals below outlast the schedule.
-  const s = await voiceSetup(t, {}, { runtime: { callEndRetryMs: [20, 40, 60] } });
+  // Attempts 20 and 40 ms apart, then every 60 ms, by the clock: the refusals below outlast the
+  // schedule. Each refused attempt is logged as the next is armed; the test then moves the clock.
+  let retries = 0;
+  const refused = new Conditions();
+  const retried = (n: number) => refused.until(() => retries >= n);
+  const s = await voiceSetup(t, {}, {
+    runtime: { callEndRetryMs: [20, 40, 60] },
+    logTo: (line) => {
+      if (line.msg !== 'the end of the call could not be saved; trying again') return;
+      retries++;
+      refused.changed();
+    },
+  });
   const { phone, callId } = await callIn(s, ['Is anyone there?']);
   await phone.untilAgentDone();
   await phone.turn();
@@ -94,9 +106,14 @@ t.test('the end of a call is saved again and again until the database takes it, 
   );
   phone.phone.hangUp();
   const refusals = () => withClient(s.api.databaseUrl, async (db) => Number((await db.query(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM refused_ends`)).rows[0].n));
-  for (let i = 0; i < 500 && (await refusals()) < 6; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  for (const [attempt, delay] of [20, 40, 60, 60, 60].entries()) {
+    await retried(attempt + 1);
+    s.clock.advance(delay);
+  }
+  await retried(6);
   t.ok((await refusals()) >= 6, 'six attempts refused, more than the schedule has waits (the save once gave up after them)');
   await withClient(s.api.databaseUrl, (db) => db.query('ALTER TABLE calls DROP CONSTRAINT hold_ends'));
+  s.clock.advance(60);
   const call = await endedCall(s, callId);
   t.match(call, { status: 'ended_by_customer', transcript: /user: Is anyone there\?/ }, 'saved whole by a later attempt');
   t.ok(call.total_cost > 0, 'and charged');
