@@ -1,7 +1,4 @@
 import { join } from 'node:path';
-import pg from 'pg';
-import { sql } from 'slonik';
-import { z } from 'zod';
 import { createApiKeyService } from './apiKeys/service.js';
 import { within } from './bounded.js';
 import { createAuthService } from './auth/service.js';
@@ -11,6 +8,7 @@ import type { Logger } from './logger.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { createDatabasePool, type DatabasePool } from './store/pool.js';
+import { ensureDatabase, ping } from './store/database.js';
 import { createAdminService } from './users/admin.js';
 import { createKnowledgeService } from './knowledge/service.js';
 import { createToolService } from './tools/service.js';
@@ -269,7 +267,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     embeddedDirectory: embedded ? join(config.dataDir, 'postgres') : undefined,
     async health() {
       if (stopping) return 'stopping';
-      const probe = db.oneFirst(sql.type(z.object({ ok: z.number() }))`SELECT 1 AS ok`).then(
+      const probe = ping(db).then(
         () => true,
         () => false,
       );
@@ -310,15 +308,4 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       await embedded?.stop();
     },
   };
-}
-
-async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (exists.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
-  } finally {
-    await client.end();
-  }
 }
