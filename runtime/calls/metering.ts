@@ -3,7 +3,7 @@ import { PlatformError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { callCosts } from '../prices.js';
 import { balancesOf, userBalance } from '../users/repository.js';
-import type { CallEnd } from '../voice/session.js';
+import type { CallEnd } from '../voice/spec.js';
 import { OwnerBalances } from './balances.js';
 import type { LiveCall } from './registry.js';
 

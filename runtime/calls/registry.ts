@@ -5,7 +5,8 @@ import type { Logger } from '../logger.js';
 import type { CallRate } from '../prices.js';
 import { FRAME_MS } from '../voice/audio.js';
 import { CONNECT_TIMEOUT_MS } from '../voice/machine.js';
-import type { CallMode, CallSession, CallTransport } from '../voice/session.js';
+import type { CallSession } from '../voice/session.js';
+import type { CallMode, CallTransport } from '../voice/spec.js';
 import type { Carrier, InboundAnswer } from './carriers/types.js';
 import { WavRecorder } from './recording.js';
 
