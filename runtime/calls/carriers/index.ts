@@ -1,7 +1,10 @@
 import { CARRIERS } from '../../../schemas/phoneNumbers.js';
 import type { Logger } from '../../logger.js';
+import { telnyxFormat } from '../../voice/serializers/telnyx.js';
+import { twilioFormat } from '../../voice/serializers/twilio.js';
 import type { MediaFormat } from '../../voice/serializers/types.js';
 import { createLoopbackCarrier, silentPhone } from './loopback.js';
+import { createTelnyxCarrier, type TelnyxSettings } from './telnyx.js';
 import { createTwilioCarrier, type TwilioSettings } from './twilio.js';
 import type { Carrier } from './types.js';
 
@@ -17,7 +20,11 @@ export type CarrierName = (typeof CARRIERS)[number];
 
 export interface CarrierSettings {
   readonly twilio?: TwilioSettings;
+  readonly telnyx?: TelnyxSettings;
 }
+
+/** Each carrier's media format, whether or not its credentials are configured. */
+const FORMATS: Readonly<Record<CarrierName, MediaFormat>> = { twilio: twilioFormat, telnyx: telnyxFormat };
 
 export interface Carriers {
   /** The carrier that serves a number recorded as `name`. */
@@ -33,11 +40,12 @@ export interface Carriers {
 export function createCarriers(settings: CarrierSettings, logger: Logger, override?: Carrier): Carriers {
   const real = new Map<string, Carrier>();
   if (settings.twilio) real.set('twilio', createTwilioCarrier(settings.twilio));
+  if (settings.telnyx) real.set('telnyx', createTelnyxCarrier(settings.telnyx));
   const loopback = override ?? createLoopbackCarrier(silentPhone, logger);
   const warned = new Set<string>();
   const configured = CARRIER_NAMES.filter((name) => real.has(name));
   const formats = new Map<string, MediaFormat>();
-  for (const carrier of [...real.values(), loopback]) formats.set(carrier.format.path, carrier.format);
+  for (const format of [...Object.values(FORMATS), loopback.format]) formats.set(format.path, format);
   return {
     of(name) {
       if (override) return override;
