@@ -56,7 +56,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl() }),
     ...telnyxRoutes(services.voice, { publicKey: config.telnyxPublicKey }),
     ...webhookRoutes(services.webhooks),
-    ...recordingRoutes(runtime),
+    ...recordingRoutes(services.calls),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];

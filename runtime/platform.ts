@@ -27,7 +27,7 @@ import { createLlmRegistry } from './llm/registry.js';
 import { createConversationEngine, type ConversationEngine } from './conversations/engine.js';
 import { createConversationService } from './conversations/service.js';
 import { createCallService } from './calls/service.js';
-import { createWebhookWorker } from './webhooks/outbox.js';
+import { createWebhookWorker } from './webhooks/worker.js';
 import { createWebhookService } from './webhooks/service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { systemClock, type Clock } from './clock.js';
@@ -239,7 +239,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
-    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index }),
+    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings }),
     webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,

@@ -7,7 +7,8 @@
  */
 import t from 'tap';
 import { createActor, fromPromise } from 'xstate';
-import { conversationMachine, MAX_TOOL_ROUNDS, type ConversationSetup, type Turn, type TurnResult } from '../runtime/conversations/machine.js';
+import { MAX_TOOL_ROUNDS } from '../runtime/agent/round.js';
+import { conversationMachine, type ConversationSetup, type Turn, type TurnResult } from '../runtime/conversations/machine.js';
 import type { LlmProvider } from '../runtime/llm/types.js';
 
 const setup = (): ConversationSetup => ({

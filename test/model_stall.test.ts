@@ -4,7 +4,7 @@
  * there is one; a round cancelled by the caller stays cancelled.
  */
 import t from 'tap';
-import { streamRound } from '../runtime/conversations/agent.js';
+import { streamRound } from '../runtime/agent/round.js';
 import { createLogger } from '../runtime/logger.js';
 import type { LlmEvent, LlmProvider, LlmRequest } from '../runtime/llm/types.js';
 

@@ -16,7 +16,7 @@ import { assignableRow, inventoryRow, ownedNumberRow } from '../runtime/phoneNum
 import { REFUSED, rowCheck } from '../runtime/store/rowCheck.js';
 import { toolRow } from '../runtime/tools/repository.js';
 import { userRow } from '../runtime/users/repository.js';
-import { deliveryRow } from '../runtime/webhooks/outbox.js';
+import { deliveryRow } from '../runtime/webhooks/repository.js';
 import { startTestPlatform } from './helpers/platform.js';
 
 let seed = 11;

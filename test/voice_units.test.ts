@@ -4,7 +4,7 @@ import { Downsampler, FRAME_SAMPLES, Upsampler, allocSamples, ambientBed, levelD
 import { NoiseSuppressor } from '../runtime/voice/hearing/denoise.js';
 import { Playout } from '../runtime/voice/speaking/playout.js';
 import { Resampler } from '../runtime/voice/providers/types.js';
-import { SentenceChunker } from '../runtime/voice/session.js';
+import { SentenceChunker } from '../runtime/voice/speaking/sentences.js';
 import { EnergyVad, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished, semanticEagerness } from '../runtime/voice/hearing/turns.js';
 import { withinBusinessHours } from '../runtime/voice/speaking/builtins.js';
 import { MediaMessageWriter, base64Into, mediaPayload, mediaPrefix } from '../runtime/voice/serializers/twilio.js';

@@ -17,7 +17,7 @@
  */
 import t from 'tap';
 import { createDatabasePool } from '../runtime/store/pool.js';
-import { enqueueCallEnded } from '../runtime/webhooks/outbox.js';
+import { enqueueCallEnded } from '../runtime/webhooks/callEnded.js';
 import { verifySignature } from '../runtime/webhooks/signing.js';
 import { freshDatabase, withClient } from './helpers/database.js';
 import { startTestPlatform, type TestPlatform } from './helpers/platform.js';

@@ -1,10 +1,5 @@
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
-import { join } from 'node:path';
-import { verifyRecording } from '../../runtime/calls/recording.js';
-import { recordingPathOf } from '../../runtime/calls/repository.js';
-import { PlatformError } from '../../runtime/errors.js';
-import type { Runtime } from '../../runtime/platform.js';
+import type { CallService } from '../../runtime/calls/service.js';
 import { StreamBody, type RouteDefinition } from '../http/types.js';
 
 /**
@@ -14,7 +9,7 @@ import { StreamBody, type RouteDefinition } from '../http/types.js';
  * The file is streamed (a 20-minute call is 77 MB), never read into memory whole.
  */
 
-export function recordingRoutes(runtime: Runtime): RouteDefinition[] {
+export function recordingRoutes(calls: CallService): RouteDefinition[] {
   return [
     {
       method: 'GET',
@@ -26,14 +21,7 @@ export function recordingRoutes(runtime: Runtime): RouteDefinition[] {
         const match = /^(\d+)\.wav$/.exec(req.params.file ?? '');
         const query = new URLSearchParams(req.rawQuery);
         const callId = Number(match?.[1]);
-        if (!match || !verifyRecording(runtime.recordings.secret, callId, Number(query.get('expires')), query.get('signature') ?? '', Date.now())) {
-          throw new PlatformError('forbidden', { message: 'The recording link is invalid or has expired.' });
-        }
-        const relative = await recordingPathOf(runtime.pool, callId);
-        if (!relative) throw new PlatformError('not_found', { message: 'Recording not found.' });
-        const path = join(runtime.recordings.dir, relative);
-        const size = await stat(path).then((s) => s.size, () => -1);
-        if (size < 0) throw new PlatformError('not_found', { message: 'Recording not found.' });
+        const { path, size } = await calls.recording(callId, Number(query.get('expires')), query.get('signature') ?? '');
         const headers: Record<string, string> = { 'Content-Type': 'audio/wav', 'Accept-Ranges': 'bytes', 'Cache-Control': 'private, max-age=3600', 'Content-Disposition': `inline; filename="call-${callId}.wav"` };
         let start = 0;
         let end = size - 1;

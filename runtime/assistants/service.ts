@@ -23,7 +23,7 @@ import {
   type AssistantSettings,
   type AssistantViewRow,
 } from './repository.js';
-import { cancelPendingDeliveries, retargetPendingDeliveries } from '../webhooks/outbox.js';
+import { cancelPendingDeliveries, retargetPendingDeliveries } from '../webhooks/repository.js';
 import { checkOwnership, checkSettings, fillProviders, resetForMode, settingDefaults } from './rules.js';
 
 const VALIDATION_FAILED = 'Validation failed';

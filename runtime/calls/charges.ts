@@ -1,7 +1,7 @@
 import type { DatabaseTransactionConnection, CommonQueryMethods } from 'slonik';
 import type { Logger } from '../logger.js';
 import { callRate, type CallRate } from '../prices.js';
-import { enqueueCallEnded } from '../webhooks/outbox.js';
+import { enqueueCallEnded } from '../webhooks/callEnded.js';
 import { chargeCall, numberTariff } from './repository.js';
 import type { CallMode, CallSpec } from '../voice/session.js';
 

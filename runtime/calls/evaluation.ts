@@ -1,11 +1,11 @@
-import { sql, type DatabasePool } from 'slonik';
-import { z } from 'zod';
+import type { DatabasePool } from 'slonik';
 import type { CatalogService } from '../catalog/service.js';
-import { streamRound } from '../conversations/agent.js';
-import { EXTRACTION_FIELDS_MARKER } from '../llm/dev.js';
+import { extractionFields } from '../agent/prompts.js';
+import { streamRound } from '../agent/round.js';
 import type { LlmRegistry } from '../llm/registry.js';
 import type { Logger } from '../logger.js';
-import { storableJson } from '../store/text.js';
+import { releaseWithEvaluation } from '../webhooks/repository.js';
+import { claimStaleEvaluations, evaluationSubject, pendingEvaluations, saveEvaluation } from './repository.js';
 
 /**
  * Post-call evaluation: with `post_call_evaluation` and a `post_call_schema`, the assistant's text
@@ -62,17 +62,8 @@ export function checkExtraction(schema: readonly SchemaField[], reply: string): 
   return { evaluation, ok: true };
 }
 
-const idRow = z.object({ id: z.number() });
 /** An evaluation pending with its call untouched this long is taken up again (one takes seconds; the webhook waits 10 minutes at most). */
 const STALE_EVALUATION_MINUTES = 15;
-
-const subject = z.object({
-  transcript: z.string(),
-  mode: z.enum(['pipeline', 'multimodal', 'dualplex']),
-  llm_model_id: z.number().nullable(),
-  chat_llm_fallback_id: z.number().nullable(),
-  post_call_schema: z.array(z.object({ name: z.string(), type: z.enum(['string', 'number', 'bool']), description: z.string() })).nullable(),
-});
 
 export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogService; llm: LlmRegistry; logger: Logger; onDone: () => void }) {
   const { pool, logger } = deps;
@@ -89,9 +80,7 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
 
   async function run(callId: number): Promise<void> {
     try {
-      const call = await pool.maybeOne(sql.type(subject)`
-        SELECT c.transcript, c.mode, a.llm_model_id, a.chat_llm_fallback_id, a.post_call_schema
-        FROM calls c LEFT JOIN assistants a ON a.id = c.assistant_id WHERE c.id = ${callId} AND c.evaluation_status = 'pending'`);
+      const call = await evaluationSubject(pool, callId);
       if (!call) return;
       const schema = call.post_call_schema ?? [];
       let result: { evaluation: Record<string, unknown>; ok: boolean };
@@ -108,7 +97,7 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
               messages: [
                 {
                   role: 'system',
-                  content: `You extract data from the transcript of a phone call. Answer with one JSON object that has exactly these keys, each value of the given type (string, number or bool); use null when the call does not say.\n${EXTRACTION_FIELDS_MARKER}${JSON.stringify(schema)}`,
+                  content: `You extract data from the transcript of a phone call. Answer with one JSON object that has exactly these keys, each value of the given type (string, number or bool); use null when the call does not say.\n${extractionFields(schema)}`,
                 },
                 { role: 'user', content: call.transcript },
               ],
@@ -127,11 +116,7 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
       }
       await pool.transaction(async (tx) => {
         // The first result saved stands: one taken up again elsewhere meanwhile does not replace it (nor the webhook's copy).
-        const saved = await tx.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(storableJson(result.evaluation) as never)}, evaluation_status = ${result.ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId} AND evaluation_status = 'pending'`);
-        if (saved.rowCount === 0) return;
-        await tx.query(sql.unsafe`
-          UPDATE webhook_deliveries SET body = jsonb_set(body::jsonb, '{extracted_variables}', ${sql.jsonb(storableJson(result.evaluation) as never)})::text, next_attempt_at = now()
-          WHERE call_id = ${callId} AND status = 'pending' AND attempts = 0`);
+        if (await saveEvaluation(tx, callId, result.evaluation, result.ok)) await releaseWithEvaluation(tx, callId, result.evaluation);
       });
       deps.onDone();
     } catch (error) {
@@ -145,8 +130,7 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
     },
     /** Evaluations a stopped process left pending. */
     async resume(): Promise<void> {
-      const ids = await pool.anyFirst(sql.type(idRow)`SELECT id FROM calls WHERE evaluation_status = 'pending' ORDER BY id LIMIT 100`);
-      for (const id of ids) await evaluate(id);
+      for (const id of await pendingEvaluations(pool)) await evaluate(id);
     },
     /**
      * Evaluations still pending long after their call ended (one whose result could not be saved,
@@ -155,13 +139,7 @@ export function createEvaluator(deps: { pool: DatabasePool; catalog: CatalogServ
     async sweep(): Promise<number> {
       // Claimed by touching the row: another process's sweep leaves it for the next 15 minutes, as
       // it leaves a call whose end (or evaluation) was saved lately.
-      const ids = await pool.anyFirst(sql.type(idRow)`
-        UPDATE calls SET updated_at = now()
-        WHERE id IN (
-          SELECT id FROM calls WHERE evaluation_status = 'pending' AND updated_at < now() - ${STALE_EVALUATION_MINUTES} * interval '1 minute'
-          ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED
-        )
-        RETURNING id`);
+      const ids = await claimStaleEvaluations(pool, STALE_EVALUATION_MINUTES);
       for (const id of ids) await evaluate(id);
       return ids.length;
     },

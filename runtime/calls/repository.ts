@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from
 import { z } from 'zod';
 import { CALL_STATUSES, type CallStatus } from '../../schemas/calls.js';
 import { insertLedgerEntry } from '../ledger/repository.js';
-import { storableText } from '../store/text.js';
+import { storableJson, storableText } from '../store/text.js';
 
 
 export const callRow = z.object({
@@ -264,4 +264,84 @@ export const indexedCallRow = z.object({
 export async function callForIndex(db: CommonQueryMethods, id: number) {
   return db.maybeOne(sql.type(indexedCallRow)`
     SELECT id, user_id, assistant_id, campaign_id, status, type, client_phone_number, created_at, transcript FROM calls WHERE id = ${id}`);
+}
+
+const webhookCallRow = z.object({
+  id: z.number(),
+  user_id: z.number(),
+  assistant_id: z.number().nullable(),
+  status: z.string(),
+  duration: z.number(),
+  client_phone_number: z.string().nullable(),
+  assistant_phone_number: z.string().nullable(),
+  answered_by: z.string().nullable(),
+  answered_at: z.string().nullable(),
+  variables: z.record(z.unknown()),
+  evaluation: z.record(z.unknown()).nullable(),
+  transcript: z.string(),
+  created_at: z.string(),
+  ended_at: z.string().nullable(),
+  is_webhook_active: z.boolean().nullable(),
+  webhook_url: z.string().nullable(),
+  send_webhook_only_on_completed: z.boolean().nullable(),
+  include_recording_in_webhook: z.boolean().nullable(),
+  input_variables: z.record(z.unknown()).nullable(),
+});
+export type WebhookCall = z.infer<typeof webhookCallRow>;
+
+/** A call as its `call.ended` webhook tells it, with its assistant's webhook settings (null when the assistant is gone). */
+export async function callForWebhook(db: CommonQueryMethods, callId: number): Promise<WebhookCall | null> {
+  return db.maybeOne(sql.type(webhookCallRow)`
+    SELECT c.id, c.user_id, c.assistant_id, c.status, c.duration, c.client_phone_number, c.assistant_phone_number, c.answered_by,
+      c.answered_at, c.variables, c.evaluation, c.transcript, c.created_at, c.ended_at,
+      a.is_webhook_active, a.webhook_url, a.send_webhook_only_on_completed, a.include_recording_in_webhook, a.variables AS input_variables
+    FROM calls c LEFT JOIN assistants a ON a.id = c.assistant_id WHERE c.id = ${callId}`);
+}
+
+/** The last webhook attempt's outcome on its call: `{status, body}`, or `{status: null, error}` when no answer came. */
+export async function saveWebhookResponse(db: CommonQueryMethods, callId: number, webhookResponse: Record<string, unknown>): Promise<void> {
+  await db.query(sql.unsafe`UPDATE calls SET webhook_response = ${sql.jsonb(webhookResponse as never)}, updated_at = now() WHERE id = ${callId}`);
+}
+
+const evaluationSubjectRow = z.object({
+  transcript: z.string(),
+  mode: z.enum(['pipeline', 'multimodal', 'dualplex']),
+  llm_model_id: z.number().nullable(),
+  chat_llm_fallback_id: z.number().nullable(),
+  post_call_schema: z.array(z.object({ name: z.string(), type: z.enum(['string', 'number', 'bool']), description: z.string() })).nullable(),
+});
+export type EvaluationSubject = z.infer<typeof evaluationSubjectRow>;
+
+/** What a pending post-call evaluation reads: the transcript and its assistant's models and schema; null when none is pending. */
+export async function evaluationSubject(db: CommonQueryMethods, callId: number): Promise<EvaluationSubject | null> {
+  return db.maybeOne(sql.type(evaluationSubjectRow)`
+        SELECT c.transcript, c.mode, a.llm_model_id, a.chat_llm_fallback_id, a.post_call_schema
+        FROM calls c LEFT JOIN assistants a ON a.id = c.assistant_id WHERE c.id = ${callId} AND c.evaluation_status = 'pending'`);
+}
+
+/** Stores a call's evaluation (`done`, or `failed` when `ok` is false) once: false when it was no longer pending. */
+export async function saveEvaluation(db: CommonQueryMethods, callId: number, evaluation: Record<string, unknown>, ok: boolean): Promise<boolean> {
+  const saved = await db.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(storableJson(evaluation) as never)}, evaluation_status = ${ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId} AND evaluation_status = 'pending'`);
+  return saved.rowCount > 0;
+}
+
+const idRow = z.object({ id: z.number() });
+
+/** Calls whose evaluation is pending, oldest first (at most 100). */
+export async function pendingEvaluations(db: CommonQueryMethods): Promise<readonly number[]> {
+  return db.anyFirst(sql.type(idRow)`SELECT id FROM calls WHERE evaluation_status = 'pending' ORDER BY id LIMIT 100`);
+}
+
+/**
+ * Claims calls whose evaluation has been pending with the call untouched for `staleMinutes` (at
+ * most 100), by touching them: another process's sweep leaves them for as long again.
+ */
+export async function claimStaleEvaluations(db: CommonQueryMethods, staleMinutes: number): Promise<readonly number[]> {
+  return db.anyFirst(sql.type(idRow)`
+        UPDATE calls SET updated_at = now()
+        WHERE id IN (
+          SELECT id FROM calls WHERE evaluation_status = 'pending' AND updated_at < now() - ${staleMinutes} * interval '1 minute'
+          ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id`);
 }

@@ -1,9 +1,12 @@
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { DatabasePool } from 'slonik';
 import { findAssistant } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import { datetime } from '../time.js';
 import type { SearchIndex } from '../search/types.js';
-import { campaignOwned, findCall, findCallsByIds, listCalls, type CallFilters, type CallRow } from './repository.js';
+import { verifyRecording } from './recording.js';
+import { campaignOwned, findCall, findCallsByIds, listCalls, recordingPathOf, type CallFilters, type CallRow } from './repository.js';
 
 /** `search_after` cursors: the last call's time and id, base64url. */
 export function encodeCursor(last: { createdAt: string; id: number }): string {
@@ -48,7 +51,16 @@ export function callView(row: CallRow, recordingUrl: (callId: number) => string)
   };
 }
 
-export function createCallService({ pool, recordingUrl, index }: { pool: DatabasePool; recordingUrl: (callId: number) => string; index: SearchIndex }) {
+export interface CallServiceDeps {
+  readonly pool: DatabasePool;
+  /** A call's signed recording URL, valid from now. */
+  readonly recordingUrl: (callId: number) => string;
+  readonly index: SearchIndex;
+  /** Where recordings are and the key that signs their URLs. */
+  readonly recordings: { readonly dir: string; readonly secret: Buffer };
+}
+
+export function createCallService({ pool, recordingUrl, index, recordings }: CallServiceDeps) {
   return {
     async get(userId: number, id: number) {
       const row = await findCall(pool, userId, id);
@@ -75,6 +87,24 @@ export function createCallService({ pool, recordingUrl, index }: { pool: Databas
       }
       const { items, total } = await listCalls(pool, userId, filters, page, perPage);
       return { items: items.map((item) => callView(item, recordingUrl)), total, page, perPage, nextSearchAfter: undefined };
+    },
+
+    /**
+     * The file of a call's recording, reached by its signed URL (no user is signed in: the
+     * signature is the permission).
+     * @throws PlatformError `forbidden` for a wrong or expired signature (or no call id);
+     *   `not_found` when the call has no recording or its file is gone.
+     */
+    async recording(callId: number, expires: number, signature: string): Promise<{ path: string; size: number }> {
+      if (!Number.isInteger(callId) || !verifyRecording(recordings.secret, callId, expires, signature, Date.now())) {
+        throw new PlatformError('forbidden', { message: 'The recording link is invalid or has expired.' });
+      }
+      const relative = await recordingPathOf(pool, callId);
+      if (!relative) throw new PlatformError('not_found', { message: 'Recording not found.' });
+      const path = join(recordings.dir, relative);
+      const size = await stat(path).then((s) => s.size, () => -1);
+      if (size < 0) throw new PlatformError('not_found', { message: 'Recording not found.' });
+      return { path, size };
     },
   };
 }

@@ -15,7 +15,7 @@ import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { listAssistantTools } from '../tools/repository.js';
-import { conversationMachine, MAX_TOOL_ROUNDS, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
+import { conversationMachine, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
 import { listenTo } from '../store/notifications.js';
 import {
   MESSAGES_CHANNEL,
@@ -32,8 +32,11 @@ import {
   type ConversationRow,
   type MessageRow,
 } from './repository.js';
-import { SEARCH_FUNCTION, toolFunction } from './tools.js';
-import { knowledgeSection, parseArguments, runFunction, streamRound } from './agent.js';
+import { parseArguments, runFunction } from '../agent/functions.js';
+import { toolFunction } from '../agent/httpTools.js';
+import { SEARCH_FUNCTION, knowledgeSection } from '../agent/knowledge.js';
+import { renderTemplate } from '../agent/prompts.js';
+import { MAX_TOOL_ROUNDS, streamRound } from '../agent/round.js';
 
 /**
  * Runs conversation actors: builds each one's setup from the database, supplies the machine's
@@ -58,14 +61,6 @@ export function visitorEvent(event: ConversationEvent): ConversationEvent | unde
   if (event.type === 'function_call') return undefined;
   if (event.type === 'message' && event.function_calls.length > 0) return { ...event, function_calls: [] };
   return event;
-}
-
-/** `{{name}}` placeholders replaced by the variables; unknown ones become empty text. */
-export function renderTemplate(template: string, variables: Record<string, unknown>): string {
-  return template.replace(/\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}/g, (_, name: string) => {
-    const value = Object.hasOwn(variables, name) ? variables[name] : undefined;
-    return value === undefined || value === null ? '' : String(value);
-  });
 }
 
 export interface EngineDeps {

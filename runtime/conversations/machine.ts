@@ -6,7 +6,7 @@ import type { FunctionCallRecord } from './repository.js';
  * One conversation as an actor. Messages queue up and are handled strictly one at a time:
  *
  *   idle -> accepting (store the user message and charge for it, in one transaction)
- *        -> generating (one model round, streamed) -> running_tools -> generating ... (at most 5 rounds)
+ *        -> generating (one model round, streamed) -> running_tools -> generating ... (at most MAX_TOOL_ROUNDS, agent/round.ts)
  *        -> saving (store the reply) -> idle
  *   any failure after the charge -> refunding -> idle (the message is kept, the charge is taken back)
  *
@@ -81,9 +81,6 @@ interface Context {
 }
 
 type Events = { type: 'message'; job: Job } | { type: 'end' };
-
-/** Tool rounds per user message before the model must answer in words. */
-export const MAX_TOOL_ROUNDS = 5;
 
 export const conversationMachine = setup({
   types: {

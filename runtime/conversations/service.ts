@@ -5,7 +5,8 @@ import type { Logger } from '../logger.js';
 import { prices, type ConversationType } from '../prices.js';
 import { isUuid } from '../../schemas/rules.js';
 import { datetime } from '../time.js';
-import { failureReason, renderTemplate, type ConversationEngine } from './engine.js';
+import { renderTemplate } from '../agent/prompts.js';
+import { failureReason, type ConversationEngine } from './engine.js';
 import type { TurnResult } from './machine.js';
 import { userBalance } from '../users/repository.js';
 import {

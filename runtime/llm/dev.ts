@@ -1,3 +1,5 @@
+import { KNOWLEDGE_MARKER, SEARCH_FUNCTION } from '../agent/knowledge.js';
+import { EXTRACTION_FIELDS_MARKER } from '../agent/prompts.js';
 import type { FunctionDefinition, LlmEvent, LlmProvider } from './types.js';
 
 /**
@@ -14,10 +16,6 @@ import type { FunctionDefinition, LlmEvent, LlmProvider } from './types.js';
  *   of the user for strings.
  * - Otherwise it acknowledges the message.
  */
-
-export const EXTRACTION_FIELDS_MARKER = 'Fields: ';
-
-export const KNOWLEDGE_MARKER = 'Relevant knowledge:';
 
 function argumentsFor(fn: FunctionDefinition, message: string): Record<string, unknown> {
   const properties = (fn.parameters.properties ?? {}) as Record<string, { type?: string }>;
@@ -68,8 +66,8 @@ export function createDevProvider(): LlmProvider {
       }
       const text = last.content ?? '';
       const lower = text.toLowerCase();
-      const named = functions.find((fn) => fn.name !== 'search_knowledgebase' && (lower.includes(fn.name) || lower.includes(fn.name.replace(/_/g, ' '))));
-      const search = functions.find((fn) => fn.name === 'search_knowledgebase');
+      const named = functions.find((fn) => fn.name !== SEARCH_FUNCTION.name && (lower.includes(fn.name) || lower.includes(fn.name.replace(/_/g, ' '))));
+      const search = functions.find((fn) => fn.name === SEARCH_FUNCTION.name);
       const chosen = named ?? search;
       if (chosen) {
         calls++;

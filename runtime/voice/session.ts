@@ -1,18 +1,20 @@
 import { createActor, fromCallback, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import type { Clock } from '../clock.js';
-import { knowledgeSection, parseArguments, runFunction, streamRound, type FunctionContext, type ModelChoice } from '../conversations/agent.js';
-import { MAX_TOOL_ROUNDS } from '../conversations/machine.js';
+import { parseArguments, runFunction, type FunctionContext } from '../agent/functions.js';
+import { knowledgeSection } from '../agent/knowledge.js';
+import { MAX_TOOL_ROUNDS, streamRound, type ModelChoice } from '../agent/round.js';
 import type { ChatMessage, FunctionDefinition, ToolCall } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import { ambientBed, dtmfTone, type AmbientSound } from './audio.js';
-import { NoiseSuppressor } from './hearing/denoise.js';
+import { Hearing } from './hearing/hearing.js';
 import type { Builtin, BuiltinEffect } from './speaking/builtins.js';
 import { callMachine, type CallEvent, type EndedStatus, type ResponseOutcome, type ResponseRequest } from './machine.js';
 import { Playout, heardText, type Segment } from './speaking/playout.js';
-import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type SttStream, type TtsProvider } from './providers/types.js';
+import { SAY_EXACTLY, type RealtimeEvent, type RealtimeProvider, type RealtimeSession, type SttProvider, type TtsProvider } from './providers/types.js';
 import { filler as fillerPhrase, type FillerKind } from './speaking/fillers.js';
 import { SpeechQueue } from './speaking/speechQueue.js';
-import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './hearing/turns.js';
+import { SentenceChunker } from './speaking/sentences.js';
+import { endpointDelayMs } from './hearing/turns.js';
 
 /**
  * One live call: the actor, the caller's audio in, the agent's audio out, and the engine of the
@@ -128,76 +130,15 @@ const GOODBYES: Record<string, string> = {
 };
 /** Silence before a filler: the model's first words, or a function's result, taking longer than this. */
 const FILLER_DELAY_MS = 800;
-const FINAL_TRANSCRIPT_WAIT_MS = 1_500;
-const DTMF_WAIT_MS = 1_500;
-const MACHINE_GREETING_MS = 3_500;
-/** The pause, after the VAD has let go of the speech, that ends the first utterance of an answered call. */
-const FIRST_UTTERANCE_PAUSE_MS = 300;
 /** A realtime response that shows no progress (started, audio, text, a function call) for this long is taken to have failed. */
 const REALTIME_RESPONSE_TIMEOUT_MS = 10_000;
-
-/** A sentence shorter than this is spoken together with the next one ("Hi. I can help with that."). */
-const MIN_SENTENCE = 12;
-/** Text running this long without a sentence end is cut at a word (or, without spaces, here) so speaking can start. */
-const MAX_SENTENCE = 200;
-/**
- * The end of a sentence: Latin-script ends (and the Devanagari danda and Arabic question mark) need
- * the white space after them ("3.5" is not an end), the full-width ends of Chinese and Japanese do not; a line break always ends one.
- */
-const SENTENCE_END = /[.!?…।؟]+["'”’)\]]*\s+|[。！？]+["'”’」』)\]]*\s*|\n+/g;
-/** Where text without a sentence end is cut, best first: after white space, else after a clause mark that is not inside a number ("3,5", "10:30"). */
-const SOFT_BREAKS: ReadonlyArray<(before: string, mark: string, after: string) => boolean> = [
-  (_before, mark) => /\s/.test(mark),
-  (before, mark, after) => /[,;:，、；：]/.test(mark) && !(/\d/.test(before) && /\d/.test(after)),
-];
-
-/** Cuts streamed text into sentences to speak as soon as each one is complete. */
-export class SentenceChunker {
-  private buffer = '';
-  push(delta: string): string[] {
-    this.buffer += delta;
-    const out: string[] = [];
-    for (let end = this.cut(); end !== undefined; end = this.cut()) {
-      const sentence = this.buffer.slice(0, end).trim();
-      this.buffer = this.buffer.slice(end);
-      if (sentence) out.push(sentence);
-    }
-    return out;
-  }
-  flush(): string[] {
-    const rest = this.buffer.trim();
-    this.buffer = '';
-    return rest ? [rest] : [];
-  }
-
-  /** Where the next piece to speak ends (always past the start, so every cut consumes text), or undefined to wait for more. */
-  private cut(): number | undefined {
-    // Only the first MAX_SENTENCE characters can hold the end: a provider's one large delta is not scanned whole each time.
-    const window = this.buffer.slice(0, MAX_SENTENCE + 1);
-    SENTENCE_END.lastIndex = 0;
-    for (let match = SENTENCE_END.exec(window); match; match = SENTENCE_END.exec(window)) {
-      const end = match.index + match[0].length;
-      if (end > MAX_SENTENCE) break;
-      if (end >= MIN_SENTENCE) return end;
-    }
-    if (this.buffer.length <= MAX_SENTENCE) return undefined;
-    for (const soft of SOFT_BREAKS) {
-      for (let at = MAX_SENTENCE; at > MIN_SENTENCE; at--) if (soft(this.buffer[at - 2] ?? '', this.buffer[at - 1]!, this.buffer[at] ?? '')) return at;
-    }
-    // Never between the two halves of a character outside the BMP (an emoji).
-    const high = this.buffer.charCodeAt(MAX_SENTENCE - 1);
-    return high >= 0xd800 && high <= 0xdbff ? MAX_SENTENCE - 1 : MAX_SENTENCE;
-  }
-}
 
 export class CallSession {
   readonly actor: ActorRefFrom<typeof callMachine>;
   readonly transcript: TranscriptEntry[] = [];
   private transport: CallTransport | undefined;
   private playout: Playout | undefined;
-  private readonly vad = new EnergyVad();
-  private readonly denoiser: NoiseSuppressor | undefined;
-  private stt: SttStream | undefined;
+  private readonly hearing: Hearing;
   private realtime: RealtimeSession | undefined;
   private readonly history: ChatMessage[];
   private status = 'initiated';
@@ -206,26 +147,8 @@ export class CallSession {
   private ended = false;
   private language: { code: string; name: string; voice: string };
 
-  // Turn detection (pipeline)
-  private speaking = false;
-  private turnActive = false;
-  private silenceMs = 0;
-  /** Frames since the caller's last loud frame of speech. */
-  private framesSinceLoud = 0;
-  /** Silence since the VAD last heard speech (its hangover over dips between words not counted). */
-  private pauseMs = 0;
-  private bargeMs = 0;
-  private finals: string[] = [];
-  private interim = '';
-  private awaitingFinal: unknown;
-  private discardUtterance = false;
-  private lastSpeechAt = 0;
-  private turnSilenceMs = 0;
-  private firstUtteranceMs = 0;
-  private firstUtteranceDone = false;
+  /** The caller's last turn, for the voice-to-voice latency of the answer to it. */
   private probe: { since: number; silence: number } | undefined;
-  private dtmfDigits = '';
-  private dtmfTimer: unknown;
 
   // The response being spoken
   private drainWaiter: (() => void) | undefined;
@@ -238,8 +161,23 @@ export class CallSession {
     private readonly hooks: SessionHooks,
   ) {
     this.language = spec.languages[0]!;
-    this.denoiser = spec.noiseCancellation ? new NoiseSuppressor() : undefined;
     this.history = [{ role: 'system', content: spec.systemPrompt }];
+    this.hearing = new Hearing(spec, clock, {
+      agentState: () => this.agent,
+      agentAudible: () => this.agentAudible(),
+      speechStarted: () => this.send({ type: 'SPEECH_START' }),
+      speechStopped: () => this.send({ type: 'SPEECH_STOP' }),
+      turn: (text, heard) => {
+        // Keys pressed in a realtime call reach the realtime model too (its speech turns come from it).
+        if (!heard && this.spec.mode !== 'pipeline') this.realtime?.addMessage('user', text);
+        this.userSaid(text, heard);
+      },
+      interrupt: () => this.interrupt(),
+      answered: (by) => this.answeredBy(by),
+      languageDetected: (code) => this.switchLanguage(code),
+      realtimeAudio: (frame) => this.realtime?.appendAudio(frame),
+      failed: (kind, error) => this.providerFailed(kind, error),
+    });
     const machine = callMachine.provide({
       actors: {
         respond: fromCallback<{ type: string }, ResponseRequest>(({ input, sendBack }) => {
@@ -278,7 +216,7 @@ export class CallSession {
 
   /** Opens provider connections early (while the phone rings), so the first turn pays no connect time. */
   warmUp(): void {
-    if (this.spec.mode === 'pipeline') this.openStt();
+    if (this.spec.mode === 'pipeline') this.hearing.open();
     else this.openRealtime();
   }
 
@@ -326,80 +264,11 @@ export class CallSession {
   // ---------------------------------------------------------------- caller audio
 
   audio(input: Int16Array): void {
-    if (this.status !== 'in-progress') return;
-    const frame = this.denoiser ? this.denoiser.process(input) : input;
-    const speech = this.vad.process(frame);
-    if (this.spec.mode === 'pipeline') this.stt?.write(frame, speech);
-    else this.realtime?.appendAudio(frame);
-    this.detect(speech, this.vad.loud);
+    if (this.status === 'in-progress') this.hearing.hear(input);
   }
 
   private agentAudible(): boolean {
     return (this.agent === 'speaking' || this.agent === 'away') && this.playout !== undefined && this.playout.busy;
-  }
-
-  /**
-   * Turn-taking on one classified frame. The end-of-turn silence counts from the caller's last loud
-   * frame, not from where the VAD's hangover (the dips between words it spans) ends, so a turn ends
-   * `endpoint_sensitivity` after the caller stopped, as configured, and not a hangover later.
-   */
-  private detect(speech: boolean, loud: boolean): void {
-    const now = this.clock.now();
-    this.framesSinceLoud = speech && loud ? 0 : this.framesSinceLoud + 1;
-    if (speech) {
-      if (!this.speaking) {
-        this.speaking = true;
-        this.bargeMs = 0;
-        this.send({ type: 'SPEECH_START' });
-      }
-      if (loud) this.lastSpeechAt = now;
-      this.silenceMs = 0;
-      this.pauseMs = 0;
-      if (!this.turnActive) {
-        this.turnActive = true;
-        this.discardUtterance = false;
-      }
-      if (!this.firstUtteranceDone) this.firstUtteranceMs += 20;
-      if (this.agentAudible() || this.agent === 'thinking') this.considerBargeIn();
-      return;
-    }
-    if (this.speaking) {
-      this.speaking = false;
-      this.send({ type: 'SPEECH_STOP' });
-    }
-    if (!this.turnActive) return;
-    this.silenceMs = this.framesSinceLoud * 20;
-    this.pauseMs += 20;
-    if (!this.firstUtteranceDone && this.pauseMs >= FIRST_UTTERANCE_PAUSE_MS) this.classifyAnswerer();
-    if (this.spec.mode !== 'pipeline') return;
-    // The transcript is only looked at once the shortest possible end-of-turn silence has passed.
-    if (this.silenceMs < MIN_ENDPOINT_MS || this.awaitingFinal !== undefined) return;
-    const delay = endpointDelayMs(this.spec.endpointSensitivity, this.spec.endpointType, this.spec.endpointType === 'ai' ? this.turnText() : '');
-    if (this.silenceMs >= delay) {
-      this.turnSilenceMs = delay;
-      this.endTurn();
-    }
-  }
-
-  private considerBargeIn(): void {
-    this.bargeMs += 20;
-    this.checkBargeIn();
-  }
-
-  private checkBargeIn(): void {
-    if (this.agent === 'thinking') return;
-    if (!this.spec.allowInterruptions) return;
-    if (this.bargeMs < interruptDelayMs(this.spec.interruptSensitivity)) return;
-    const text = this.turnText();
-    if (this.spec.mode === 'pipeline') {
-      if (this.spec.minInterruptWords && wordCount(text) < this.spec.minInterruptWords) return;
-      if (text && isBackchannel(text)) {
-        this.discardUtterance = true;
-        return;
-      }
-    }
-    this.discardUtterance = false;
-    this.interrupt();
   }
 
   private interrupt(): void {
@@ -408,51 +277,15 @@ export class CallSession {
     this.send({ type: 'INTERRUPT' });
   }
 
-  private turnText(): string {
-    return [...this.finals, this.interim].filter(Boolean).join(' ');
-  }
-
-  private endTurn(): void {
-    this.stt?.finalize();
-    const settle = () => {
-      this.awaitingFinal = undefined;
-      const text = this.finals.join(' ').trim();
-      const overAgent = this.agentAudible();
-      const discard = dropsAsBackchannel(text, this.discardUtterance, overAgent);
-      this.finals = [];
-      this.interim = '';
-      this.turnActive = false;
-      this.silenceMs = 0;
-      this.pauseMs = 0;
-      this.discardUtterance = false;
-      if (discard || text === '') return;
-      if (overAgent) this.heldTurn = this.heldTurn ? `${this.heldTurn} ${text}` : text;
-      else this.userSaid(text);
-    };
-    if (this.finals.length > 0 && this.interim === '') return settle();
-    this.awaitingFinal = this.clock.setTimeout(settle, FINAL_TRANSCRIPT_WAIT_MS);
-    this.settleFinal = settle;
-  }
-
-  private settleFinal: (() => void) | undefined;
-  /** Words the caller said over the agent without interrupting; they become a turn when it stops. */
-  private heldTurn = '';
-
-  private userSaid(text: string): void {
+  /** The caller's turn, in words; `heard` when it was spoken (not keys, not words held over the agent). */
+  private userSaid(text: string, heard?: { since: number; silence: number }): void {
     this.transcript.push({ role: 'user', text });
-    this.probe = { since: this.lastSpeechAt, silence: this.turnSilenceMs };
+    this.probe = heard;
     this.hooks.turn?.();
     this.send({ type: 'TURN', text });
   }
 
-  private classifyAnswerer(): void {
-    this.firstUtteranceDone = true;
-    if (this.spec.type !== 'outbound' || this.spec.answeredBy !== null) return;
-    this.spec.answeredBy = this.firstUtteranceMs >= MACHINE_GREETING_MS ? 'machine' : 'human';
-    if (this.spec.answeredBy === 'machine') this.voicemail();
-  }
-
-  /** The carrier's answering-machine detection result. */
+  /** Who answered: the carrier's answering-machine detection, or the first utterance's length. */
   answeredBy(value: 'human' | 'machine' | 'unknown'): void {
     this.spec.answeredBy = value;
     if (value === 'machine') this.voicemail();
@@ -469,43 +302,10 @@ export class CallSession {
 
   /** A keypad key from the caller; keys are collected until a short pause, then reach the model as text. */
   dtmf(digit: string): void {
-    if (this.status !== 'in-progress' || !/^[0-9*#A-D]$/i.test(digit)) return;
-    this.dtmfDigits += digit;
-    if (this.dtmfTimer !== undefined) this.clock.clearTimeout(this.dtmfTimer);
-    this.dtmfTimer = this.clock.setTimeout(() => {
-      this.dtmfTimer = undefined;
-      const digits = this.dtmfDigits;
-      this.dtmfDigits = '';
-      const text = `[The caller pressed the keys ${digits}]`;
-      if (this.spec.mode !== 'pipeline') this.realtime?.addMessage('user', text);
-      this.userSaid(text);
-    }, DTMF_WAIT_MS);
+    if (this.status === 'in-progress') this.hearing.dtmf(digit);
   }
 
   // ---------------------------------------------------------------- providers
-
-  private openStt(): void {
-    if (this.stt || !this.spec.stt) return;
-    this.stt = this.spec.stt.open({
-      callId: this.spec.callId,
-      languages: this.spec.languages.map((l) => l.code),
-      onTranscript: (transcript) => {
-        if (transcript.final) {
-          if (transcript.text.trim()) this.finals.push(transcript.text.trim());
-          this.interim = '';
-          if (transcript.language) this.switchLanguage(transcript.language);
-          if (this.awaitingFinal !== undefined) {
-            this.clock.clearTimeout(this.awaitingFinal);
-            this.settleFinal?.();
-          }
-        } else {
-          this.interim = transcript.text;
-          if (this.speaking && this.agentAudible()) this.checkBargeIn();
-        }
-      },
-      onError: (error) => this.providerFailed('transcriber', error),
-    });
-  }
 
   /** An instruction for one response (a goodbye, a re-engagement), in English, said in the call's current language. */
   private inLanguage(instruction: string): string {
@@ -548,16 +348,12 @@ export class CallSession {
     if (this.ended) return;
     switch (event.type) {
       case 'speech_stopped': {
-        const ignore = this.discardUtterance || this.agentAudible();
-        this.turnActive = false;
-        this.silenceMs = 0;
-        this.pauseMs = 0;
-        this.discardUtterance = false;
-        if (ignore) return;
+        const heard = this.hearing.realtimeTurnEnded();
+        if (!heard) return;
         const entry: TranscriptEntry = { role: 'user', text: '' };
         this.transcript.push(entry);
         this.pendingUserEntry = entry;
-        this.probe = { since: this.lastSpeechAt, silence: endpointDelayMs(this.spec.endpointSensitivity, 'vad', '') };
+        this.probe = { since: heard.since, silence: endpointDelayMs(this.spec.endpointSensitivity, 'vad', '') };
         this.hooks.turn?.();
         this.send({ type: 'TURN', text: '' });
         return;
@@ -972,10 +768,9 @@ export class CallSession {
       const name = typeof inner === 'string' ? inner : Object.keys(inner)[0]!;
       this.agent = name === 'responding' && typeof inner === 'object' ? String(inner.responding) : name;
     } else this.agent = '';
-    if (this.agent === 'listening' && this.heldTurn && this.status === 'in-progress') {
-      const text = this.heldTurn;
-      this.heldTurn = '';
-      queueMicrotask(() => this.userSaid(text));
+    if (this.agent === 'listening' && this.status === 'in-progress') {
+      const held = this.hearing.takeHeldTurn();
+      if (held) queueMicrotask(() => this.userSaid(held));
     }
     if (top !== this.status && STATUS_NAMES.has(top)) {
       this.status = top;
@@ -995,18 +790,15 @@ export class CallSession {
     if (this.ended) return;
     this.ended = true;
     if (this.current) this.finishResponse(true);
-    if (this.dtmfTimer !== undefined) this.clock.clearTimeout(this.dtmfTimer);
-    if (this.awaitingFinal !== undefined) this.clock.clearTimeout(this.awaitingFinal);
-    this.stt?.close();
+    this.hearing.close();
     this.realtime?.close();
     this.playout?.close();
     this.transport?.close();
     this.actor.stop();
     const endedAt = this.clock.now();
-    // Words the caller said that never became a turn (a hang-up right after them, or said over the
-    // agent): kept, as heard, unless they were only a backchannel ("mm-hmm"), which turns drop too.
-    const unanswered = [this.heldTurn, this.turnText()].filter(Boolean).join(' ').trim();
-    if (unanswered && !isBackchannel(unanswered)) this.transcript.push({ role: 'user', text: unanswered });
+    // Words the caller said that never became a turn (a hang-up right after them, or said over the agent).
+    const unanswered = this.hearing.unanswered();
+    if (unanswered) this.transcript.push({ role: 'user', text: unanswered });
     this.prune();
     this.hooks.ended({
       status,

@@ -1,6 +1,6 @@
 import type { DatabasePool } from 'slonik';
 import { PlatformError } from '../errors.js';
-import { listDeliveries, redeliver, webhookSecret } from './outbox.js';
+import { listDeliveries, redeliver, webhookSecret } from './repository.js';
 
 export function createWebhookService({ pool, onQueued }: { pool: DatabasePool; onQueued: () => void }) {
   return {

@@ -3,20 +3,15 @@ import { OutboundError, type OutboundFetch } from '../net/outbound.js';
 import type { FunctionDefinition } from '../llm/types.js';
 
 /**
- * Mid-call tools as model functions, and their execution: a call goes to the tool's endpoint with
- * its method, headers and timeout (GET and DELETE carry the arguments in the query string, others
- * as a JSON body) through the outbound guard. The model gets the JSON result, or text cut at 8 KB,
- * or a description of what went wrong; it never gets an exception.
+ * An assistant's HTTP tools as model functions (in chat and in calls), and their execution: a
+ * call goes to the tool's endpoint with its method, headers and timeout (GET and DELETE carry the
+ * arguments in the query string, others as a JSON body) through the outbound guard. The model gets
+ * the JSON result, or text cut at 8 KB, or a description of what went wrong; never an exception.
  */
 
 const RESULT_LIMIT = 8 * 1024;
 
-export const SEARCH_FUNCTION: FunctionDefinition = {
-  name: 'search_knowledgebase',
-  description: 'Search the knowledge base for passages that answer the user. Use it for any question about the business, its products or policies.',
-  parameters: { type: 'object', properties: { query: { type: 'string', description: 'What to look up, in a few words' } }, required: ['query'] },
-};
-
+/** An assistant's HTTP tool as the model sees it: every parameter of its schema is required. */
 export function toolFunction(tool: ToolRow): FunctionDefinition {
   const properties: Record<string, unknown> = {};
   for (const item of tool.schema) properties[item.name] = { type: item.type, description: item.description };

@@ -1,17 +1,15 @@
-import type { KnowledgeService } from '../knowledge/service.js';
-import { KNOWLEDGE_MARKER } from '../llm/dev.js';
 import { LlmError, type ChatMessage, type FunctionDefinition, type LlmProvider, type ToolCall } from '../llm/types.js';
 import type { Logger } from '../logger.js';
-import type { OutboundFetch } from '../net/outbound.js';
 import { stallGuard } from '../net/stall.js';
-import type { ToolRow } from '../tools/repository.js';
-import { SEARCH_FUNCTION, callTool } from './tools.js';
 
 /**
- * The model round and function execution shared by text conversations and voice calls: one
- * streamed model round with the fallback model taking over when the first fails, and running a
- * function the model called (knowledge search or a mid-call tool).
+ * One streamed model round, shared by text conversations, voice calls and post-call evaluation:
+ * text deltas as they come, then the functions the model called; the fallback model takes over
+ * when the first fails or stalls.
  */
+
+/** Tool rounds per user message (or caller turn) before the model must answer in words. */
+export const MAX_TOOL_ROUNDS = 5;
 
 export interface ModelChoice {
   readonly provider: LlmProvider;
@@ -75,40 +73,4 @@ export async function streamRound(request: RoundRequest, logger: Logger, context
     logger.warn({ err: error, ...context, provider: request.llm.provider.name }, 'model failed; using the fallback model');
     return attempt(request.fallback);
   }
-}
-
-/** Passages of a knowledgebase as a system prompt carries them (`knowledgebase_mode: prompt`); '' for none. */
-export function knowledgeSection(passages: ReadonlyArray<{ readonly content: string }>): string {
-  return passages.length === 0 ? '' : `${KNOWLEDGE_MARKER}\n${passages.map((p, i) => `[${i + 1}] ${p.content}`).join('\n')}`;
-}
-
-/** The arguments a model wrote, as an object; anything that is not a JSON object becomes none. */
-export function parseArguments(json: string): Record<string, unknown> {
-  try {
-    const parsed: unknown = JSON.parse(json || '{}');
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
-  } catch {
-    // Arguments the model could not write as JSON reach the tool as none.
-  }
-  return {};
-}
-
-export interface FunctionContext {
-  readonly ownerId: number;
-  readonly tools: ReadonlyMap<string, ToolRow>;
-  readonly knowledgebaseId: number | undefined;
-  readonly knowledge: KnowledgeService;
-  readonly outbound: OutboundFetch;
-  /** What to search for when the model gave no query. */
-  readonly fallbackQuery: string;
-}
-
-/** Runs a knowledge search or a mid-call tool; the model always gets a result, never an exception. */
-export async function runFunction(name: string, args: Record<string, unknown>, context: FunctionContext): Promise<unknown> {
-  if (name === SEARCH_FUNCTION.name && context.knowledgebaseId !== undefined) {
-    const passages = await context.knowledge.search(context.ownerId, context.knowledgebaseId, String(args.query ?? context.fallbackQuery), 3).catch(() => []);
-    return { passages: passages.map((p) => ({ content: p.content, source: p.source, document: p.document_name })) };
-  }
-  const tool = context.tools.get(name);
-  return tool ? callTool(tool, args, context.outbound, context.ownerId) : { error: `There is no function named ${name}` };
 }

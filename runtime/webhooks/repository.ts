@@ -1,0 +1,158 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { storableJson } from '../store/text.js';
+import { newWebhookSecret } from './signing.js';
+
+/**
+ * Every statement about webhook deliveries (the outbox of `call.ended` notifications) and the
+ * users' signing secrets. The worker (worker.ts) claims and records attempts; the call's end
+ * (callEnded.ts), the post-call evaluation and the assistants' settings queue, release, cancel
+ * or retarget deliveries in their own transactions.
+ */
+
+/** Queues a call's `call.ended` delivery; `body` is the JSON sent, first attempted after `holdMs`. */
+export async function insertCallEndedDelivery(
+  db: CommonQueryMethods,
+  delivery: { userId: number; assistantId: number | null; callId: number; url: string; body: string; holdMs: number },
+): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO webhook_deliveries (user_id, assistant_id, call_id, event, url, body, next_attempt_at)
+    VALUES (${delivery.userId}, ${delivery.assistantId}, ${delivery.callId}, 'call.ended', ${delivery.url}, ${delivery.body},
+      now() + make_interval(secs => ${delivery.holdMs / 1000}))`);
+}
+
+/**
+ * Disabling a webhook stops what has not been delivered yet: waiting deliveries, and one whose
+ * attempt is in flight, which stays cancelled unless that attempt succeeds (it is never retried).
+ */
+export async function cancelPendingDeliveries(db: CommonQueryMethods, userId: number, assistantId: number): Promise<number> {
+  const result = await db.query(sql.unsafe`
+    UPDATE webhook_deliveries SET status = 'cancelled', lease_expires_at = NULL, updated_at = now()
+    WHERE user_id = ${userId} AND assistant_id = ${assistantId} AND status IN ('pending', 'delivering')`);
+  return result.rowCount;
+}
+
+/** A changed webhook URL: what has not been delivered yet goes to the new one from its next attempt. */
+export async function retargetPendingDeliveries(db: CommonQueryMethods, userId: number, assistantId: number, url: string): Promise<number> {
+  const result = await db.query(sql.unsafe`
+    UPDATE webhook_deliveries SET url = ${url}, updated_at = now()
+    WHERE user_id = ${userId} AND assistant_id = ${assistantId} AND status IN ('pending', 'delivering') AND url <> ${url}`);
+  return result.rowCount;
+}
+
+/** The user's signing secret, created on first use. */
+export async function webhookSecret(db: CommonQueryMethods, userId: number, rotate = false): Promise<string> {
+  const candidate = newWebhookSecret();
+  return db.oneFirst(sql.type(z.object({ webhook_secret: z.string() }))`
+    UPDATE users SET webhook_secret = CASE WHEN ${rotate} OR webhook_secret IS NULL THEN ${candidate} ELSE webhook_secret END
+    WHERE id = ${userId} RETURNING webhook_secret`);
+}
+
+export const deliveryRow = z.object({
+  id: z.number(),
+  delivery_id: z.string(),
+  call_id: z.number().nullable(),
+  event: z.string(),
+  url: z.string(),
+  status: z.enum(['pending', 'delivering', 'delivered', 'failed', 'cancelled']),
+  attempts: z.number(),
+  next_attempt_at: z.string(),
+  last_status_code: z.number().nullable(),
+  last_error: z.string().nullable(),
+  last_response: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+export async function listDeliveries(db: CommonQueryMethods, userId: number, filters: { callId?: number; status?: string }) {
+  const conditions = [sql.fragment`user_id = ${userId}`];
+  if (filters.callId !== undefined) conditions.push(sql.fragment`call_id = ${filters.callId}`);
+  if (filters.status) conditions.push(sql.fragment`status = ${filters.status}`);
+  return db.any(sql.type(deliveryRow)`
+    SELECT id, delivery_id, call_id, event, url, status, attempts, next_attempt_at, last_status_code, last_error, last_response, created_at, updated_at
+    FROM webhook_deliveries WHERE ${sql.join(conditions, sql.fragment` AND `)} ORDER BY id DESC LIMIT 100`);
+}
+
+/** Sends a delivery again now (same id and body); false when it is not the user's. */
+export async function redeliver(db: CommonQueryMethods, userId: number, id: number): Promise<boolean> {
+  const result = await db.query(sql.unsafe`
+    UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, updated_at = now()
+    WHERE id = ${id} AND user_id = ${userId} AND status <> 'delivering'`);
+  return result.rowCount > 0;
+}
+
+/**
+ * Gives a call's held `call.ended` delivery (not attempted yet) the post-call evaluation as its
+ * `extracted_variables`, and makes it due now.
+ */
+export async function releaseWithEvaluation(db: CommonQueryMethods, callId: number, evaluation: Record<string, unknown>): Promise<void> {
+  await db.query(sql.unsafe`
+          UPDATE webhook_deliveries SET body = jsonb_set(body::jsonb, '{extracted_variables}', ${sql.jsonb(storableJson(evaluation) as never)})::text, next_attempt_at = now()
+          WHERE call_id = ${callId} AND status = 'pending' AND attempts = 0`);
+}
+
+const claimed = z.object({
+  id: z.number(),
+  delivery_id: z.string(),
+  user_id: z.number(),
+  assistant_id: z.number().nullable(),
+  call_id: z.number().nullable(),
+  url: z.string(),
+  body: z.string(),
+  attempts: z.number(),
+  status: z.enum(['delivering', 'failed']),
+});
+export type ClaimedDelivery = z.infer<typeof claimed>;
+
+/**
+ * Takes the next delivery due (a waiting one, or one whose attempt's lease ran out) with a lease
+ * of 60 s and counts the attempt; at most one in flight per user. One whose last attempt
+ * (`maxAttempts`) lapsed unrecorded comes back `failed` instead, and is not tried again.
+ */
+export async function claimDelivery(db: CommonQueryMethods, maxAttempts: number): Promise<ClaimedDelivery | null> {
+  return db.maybeOne(sql.type(claimed)`
+      WITH next AS (
+        -- A lapsed lease on the last attempt (or on a redelivery's one) is not tried again.
+        SELECT id, status = 'delivering' AND attempts >= ${maxAttempts} AS lapsed FROM webhook_deliveries w
+        WHERE ((status = 'pending' AND next_attempt_at <= now()) OR (status = 'delivering' AND lease_expires_at < now()))
+          -- One attempt in flight per user: the loops spread over users instead of all waiting on one receiver.
+          AND NOT EXISTS (
+            SELECT 1 FROM webhook_deliveries o WHERE o.user_id = w.user_id AND o.status = 'delivering' AND o.lease_expires_at >= now()
+          )
+        ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
+      )
+      UPDATE webhook_deliveries d SET status = CASE WHEN lapsed THEN 'failed' ELSE 'delivering' END,
+        attempts = CASE WHEN lapsed THEN d.attempts ELSE d.attempts + 1 END,
+        lease_expires_at = CASE WHEN lapsed THEN NULL ELSE now() + interval '60 seconds' END, updated_at = now(),
+        last_error = CASE WHEN lapsed THEN 'The last attempt was never recorded (its worker stopped)' ELSE d.last_error END
+      FROM next WHERE d.id = next.id
+      RETURNING d.id, d.delivery_id, d.user_id, d.assistant_id, d.call_id, d.url, d.body, d.attempts, d.status`);
+}
+
+export interface DeliveryAttempt {
+  /** The receiver answered 2xx. */
+  readonly delivered: boolean;
+  /** It was the last attempt allowed. */
+  readonly exhausted: boolean;
+  /** Before the next attempt, when there is one. */
+  readonly delayMs: number;
+  /** The receiver's HTTP status; null when none came (`error` says why). */
+  readonly statusCode: number | null;
+  readonly error: string | null;
+  /** The receiver's body, cut. */
+  readonly response: string;
+}
+
+/**
+ * Records an attempt's outcome and ends its lease: delivered, waiting for the next attempt,
+ * failed, or cancelled (a delivery cancelled while its attempt was in flight stays cancelled
+ * unless the attempt succeeded). @returns the delivery's status now; null when it is gone.
+ */
+export async function recordAttempt(db: CommonQueryMethods, id: number, attempt: DeliveryAttempt): Promise<z.infer<typeof deliveryRow>['status'] | null> {
+  return db.maybeOneFirst(sql.type(z.object({ status: deliveryRow.shape.status }))`
+        UPDATE webhook_deliveries SET
+          status = CASE WHEN ${attempt.delivered} THEN 'delivered' WHEN status = 'cancelled' THEN 'cancelled' WHEN ${attempt.exhausted} THEN 'failed' ELSE 'pending' END,
+          next_attempt_at = CASE WHEN ${attempt.delivered || attempt.exhausted} THEN next_attempt_at ELSE now() + ${attempt.delayMs} * interval '1 millisecond' END,
+          lease_expires_at = NULL, last_status_code = ${attempt.statusCode}, last_error = ${attempt.error}, last_response = ${attempt.response}, updated_at = now()
+        WHERE id = ${id} RETURNING status`);
+}

@@ -1,0 +1,156 @@
+import type { DatabasePool } from 'slonik';
+import { saveWebhookResponse } from '../calls/repository.js';
+import type { Logger } from '../logger.js';
+import type { OutboundFetch } from '../net/outbound.js';
+import { storableText } from '../store/text.js';
+import { claimDelivery, recordAttempt, webhookSecret, type ClaimedDelivery } from './repository.js';
+import { signature } from './signing.js';
+
+/**
+ * The webhook worker: it claims due deliveries from the outbox (callEnded.ts queues them), sends
+ * each signed through the outbound guard, and retries with exponential backoff and jitter (about
+ * 30 s, 1 min, 2 min, 5 min, 15 min, 1 h, 3 h, 6 h: eight attempts) before giving up. The last
+ * attempt's status and body (cut at 4 KB) are kept on the call as `webhook_response`.
+ */
+
+/** Delays before attempts 2..8, in milliseconds. */
+export const RETRY_DELAYS_MS = [30_000, 60_000, 120_000, 300_000, 900_000, 3_600_000, 10_800_000, 21_600_000] as const;
+export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length;
+const RESPONSE_LIMIT = 4096;
+const TIMEOUT_MS = 10_000;
+
+export interface WebhookWorkerOptions {
+  readonly pool: DatabasePool;
+  readonly fetch: OutboundFetch;
+  readonly logger: Logger;
+  /** @defaultValue 1 000 ms */
+  readonly pollMs?: number;
+  /** Delays before attempts 2..8; tests shorten them. */
+  readonly retryDelaysMs?: readonly number[];
+  readonly now?: () => number;
+  /** Deliveries attempted at once. @defaultValue 4 */
+  readonly concurrency?: number;
+  /** Called after each attempt (metrics). */
+  readonly onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
+}
+
+/** What a receiver answered: its status and body (cut), or why no answer came. */
+interface Answer {
+  readonly statusCode: number | null;
+  readonly response: string;
+  readonly error: string | null;
+}
+
+/** POSTs a delivery signed with its user's secret; the receiver's failures come back as an answer, never thrown. */
+async function post(fetch: OutboundFetch, delivery: ClaimedDelivery, secret: string, timestamp: number): Promise<Answer> {
+  try {
+    const result = await fetch(delivery.url, {
+      method: 'POST',
+      body: delivery.body,
+      timeoutMs: TIMEOUT_MS,
+      maxBytes: RESPONSE_LIMIT,
+      maxRedirects: 0,
+      subject: { userId: delivery.user_id, assistantId: delivery.assistant_id, deliveryId: delivery.delivery_id },
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'AssistantPlatform-Webhooks/1.0',
+        'x-webhook-id': delivery.delivery_id,
+        'x-webhook-timestamp': String(timestamp),
+        'x-webhook-attempt': String(delivery.attempts),
+        'x-webhook-signature': signature(secret, timestamp, delivery.body),
+      },
+    });
+    return { statusCode: result.status, response: storableText(result.body.toString('utf8').slice(0, RESPONSE_LIMIT)), error: null };
+  } catch (cause) {
+    return { statusCode: null, response: '', error: storableText((cause as Error).message) };
+  }
+}
+
+export function createWebhookWorker(options: WebhookWorkerOptions) {
+  const { pool, logger } = options;
+  const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
+  const now = options.now ?? Date.now;
+  const concurrency = options.concurrency ?? 4;
+  let running = false;
+  let timer: NodeJS.Timeout | undefined;
+  const drains = new Set<Promise<void>>();
+
+  /** One more drain loop, up to `concurrency`: a receiver that hangs holds up only its own loop. */
+  function spawn(): void {
+    if (!running || drains.size >= concurrency) return;
+    const loop: Promise<void> = drain().finally(() => drains.delete(loop));
+    drains.add(loop);
+  }
+
+  async function send(delivery: ClaimedDelivery): Promise<void> {
+    const secret = await webhookSecret(pool, delivery.user_id);
+    const { statusCode, response, error } = await post(options.fetch, delivery, secret, Math.floor(now() / 1000));
+    const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
+    const exhausted = delivery.attempts >= delays.length;
+    const jitter = 0.8 + Math.random() * 0.4;
+    const delayMs = Math.round((delays[delivery.attempts - 1] ?? delays[delays.length - 1]!) * jitter);
+    const status = await pool.transaction(async (tx) => {
+      const status = await recordAttempt(tx, delivery.id, { delivered, exhausted, delayMs, statusCode, error, response });
+      if (delivery.call_id !== null) await saveWebhookResponse(tx, delivery.call_id, statusCode !== null ? { status: statusCode, body: response } : { status: null, error });
+      return status;
+    });
+    const outcome = status === 'delivered' ? 'delivered' : status === 'pending' ? 'retry' : 'failed';
+    options.onAttempt?.(outcome);
+    logger.info({ deliveryId: delivery.delivery_id, attempt: delivery.attempts, statusCode, outcome }, 'webhook attempt');
+  }
+
+  async function drain(): Promise<void> {
+    while (running) {
+      let delivery: ClaimedDelivery | null;
+      try {
+        delivery = await claimDelivery(pool, delays.length);
+      } catch (error) {
+        logger.warn({ err: error }, 'could not claim a webhook delivery');
+        return;
+      }
+      if (!delivery) return;
+      // More may be due: another loop looks while this one sends.
+      spawn();
+      if (delivery.status === 'failed') {
+        // Its last attempt's lease ran out unrecorded (the process stopped, or the outcome could not be written).
+        options.onAttempt?.('failed');
+        logger.warn({ deliveryId: delivery.delivery_id }, 'webhook given up: its last attempt was never recorded');
+        continue;
+      }
+      try {
+        await send(delivery);
+      } catch (error) {
+        // The attempt's outcome could not be recorded (the database went away, or the delivery
+        // with it); its lease runs out and the delivery is claimed again.
+        logger.warn({ err: error, deliveryId: delivery.delivery_id }, 'could not record a webhook attempt');
+        return;
+      }
+    }
+  }
+
+  function tick(): void {
+    if (!running) return;
+    spawn();
+    timer = setTimeout(tick, options.pollMs ?? 1000);
+    timer.unref();
+  }
+
+  return {
+    start(): void {
+      if (running) return;
+      running = true;
+      tick();
+    },
+    /** A delivery was queued or redelivered: look now. */
+    wake(): void {
+      spawn();
+    },
+    async stop(): Promise<void> {
+      running = false;
+      if (timer) clearTimeout(timer);
+      await Promise.allSettled([...drains]);
+    },
+  };
+}
+
+export type WebhookWorker = ReturnType<typeof createWebhookWorker>;

@@ -1,0 +1,230 @@
+import t from 'tap';
+import { ManualClock } from '../runtime/clock.js';
+import { callerSpeechFrame } from '../runtime/calls/carriers/loopback.js';
+import { FRAME_SAMPLES } from '../runtime/voice/audio.js';
+import { Hearing, type HearingHooks } from '../runtime/voice/hearing/hearing.js';
+import type { SttOptions, SttProvider } from '../runtime/voice/providers/types.js';
+import type { CallSpec } from '../runtime/voice/session.js';
+
+/**
+ * The caller's side of a call alone, on scripted timelines of 20 ms frames and transcripts, with
+ * no socket, no server and no model (the way LiveKit tests its endpointing):
+ * 1. End of turn: `endpoint_sensitivity` of silence after the caller's last loud frame, not a frame
+ *    sooner; the turn waits for its final transcript (up to 1.5 s), and silence alone is no turn.
+ * 2. Barge-in: after `interrupt_sensitivity` of speech over the agent, not sooner; never while the
+ *    agent is only thinking, nor when interruptions are off.
+ * 3. Backchannels over the agent ("mm-hmm") neither interrupt nor become a turn.
+ * 4. `min_interrupt_words`: fewer words do not interrupt, enough do.
+ * 5. Words over the agent that did not interrupt are held, and given once it listens.
+ * 6. Answering machines: an outbound call's first utterance of 3.5 s or more is a machine, a
+ *    short one a person; inbound calls and calls the carrier already classified are left alone.
+ * 7. Keypad digits are collected until a 1.5 s pause and become one turn.
+ */
+
+const SILENCE = new Int16Array(FRAME_SAMPLES);
+
+interface Heard {
+  readonly events: string[];
+  readonly turns: Array<{ text: string; at: number; heard?: { since: number; silence: number } }>;
+  interrupts: number[];
+  answered: Array<'human' | 'machine'>;
+}
+
+/** A hearing on a manual clock with a scripted transcriber; the agent's state is the test's to set. */
+function rig(overrides: Partial<CallSpec> = {}) {
+  const clock = new ManualClock(0);
+  let transcriber: SttOptions | undefined;
+  const stt: SttProvider = {
+    name: 'script',
+    open(options) {
+      transcriber = options;
+      return { write: () => {}, finalize: () => {}, close: () => {} };
+    },
+  };
+  const agent = { state: 'listening', audible: false };
+  const heard: Heard = { events: [], turns: [], interrupts: [], answered: [] };
+  const hooks: HearingHooks = {
+    agentState: () => agent.state,
+    agentAudible: () => agent.audible,
+    speechStarted: () => heard.events.push(`start@${clock.now()}`),
+    speechStopped: () => heard.events.push(`stop@${clock.now()}`),
+    turn: (text, at) => heard.turns.push({ text, at: clock.now(), heard: at }),
+    // As the session does: an interrupted agent stops and listens.
+    interrupt: () => {
+      heard.interrupts.push(clock.now());
+      agent.state = 'listening';
+      agent.audible = false;
+    },
+    answered: (by) => heard.answered.push(by),
+    languageDetected: () => {},
+    realtimeAudio: () => {},
+    failed: (_kind, error) => {
+      throw error;
+    },
+  };
+  const spec = {
+    callId: 1,
+    type: 'inbound',
+    mode: 'pipeline',
+    endpointType: 'vad',
+    endpointSensitivity: 0.5,
+    allowInterruptions: true,
+    interruptSensitivity: 0.3,
+    minInterruptWords: null,
+    noiseCancellation: false,
+    languages: [{ code: 'en', name: 'English', voice: 'v' }],
+    stt,
+    answeredBy: null,
+    ...overrides,
+  } as unknown as CallSpec;
+  const hearing = new Hearing(spec, clock, hooks);
+  hearing.open();
+  let index = 0;
+  let lastLoud = 0;
+  /** Plays `ms` of the caller's voice (or silence), one 20 ms frame at a time. */
+  const play = (ms: number, voice: boolean) => {
+    for (let elapsed = 0; elapsed < ms; elapsed += 20) {
+      clock.advance(20);
+      // The voice pauses 40 ms in every 400 (its last two frames are silent).
+      if (voice && index % 20 < 18) lastLoud = clock.now();
+      hearing.hear(voice ? callerSpeechFrame(index++) : SILENCE);
+    }
+  };
+  const say = (text: string, final = true) => transcriber!.onTranscript({ text, final });
+  return { clock, hearing, heard, agent, speak: (ms: number) => play(ms, true), silence: (ms: number) => play(ms, false), say, lastLoud: () => lastLoud };
+}
+
+t.test('end of turn: the configured silence after the last loud frame, and the final transcript', async (t) => {
+  const r = rig();
+  r.silence(200);
+  r.speak(760);
+  const lastVoice = r.lastLoud();
+  r.say('What are your opening hours?');
+  r.silence(480);
+  t.same(r.heard.turns, [], 'not 20 ms before the 500 ms of silence');
+  r.silence(20);
+  t.equal(r.heard.turns.length, 1, 'the turn ends once 500 ms have passed since the last loud frame');
+  t.match(r.heard.turns[0], { text: 'What are your opening hours?', heard: { since: lastVoice, silence: 500 } });
+  t.equal(r.heard.turns[0]!.at - lastVoice, 500, 'at 500 ms of silence exactly');
+  t.same(r.heard.events.map((e) => e.split('@')[0]), ['start', 'stop'], 'speech started and stopped once');
+
+  r.silence(3_000);
+  t.equal(r.heard.turns.length, 1, 'silence alone is no turn');
+
+  // A transcriber that is late with the final words: the turn waits for them.
+  r.speak(600);
+  r.say('And on Sundays', false);
+  r.silence(600);
+  t.equal(r.heard.turns.length, 1, 'no final words yet: the turn waits');
+  r.say('And on Sundays?');
+  t.equal(r.heard.turns.at(-1)!.text, 'And on Sundays?', 'and ends when they come');
+
+  // Words that never become final settle after 1.5 s without them: nothing was said.
+  r.speak(600);
+  r.say('uh', false);
+  r.silence(2_200);
+  t.equal(r.heard.turns.length, 2, 'an utterance without final words is no turn');
+});
+
+t.test('barge-in: after interrupt_sensitivity of speech over the agent, never sooner, never while it thinks', async (t) => {
+  const r = rig();
+  r.agent.state = 'speaking';
+  r.agent.audible = true;
+  r.silence(100);
+  const began = r.clock.now();
+  r.speak(300);
+  t.same(r.heard.interrupts, [], 'not within 300 ms of speech');
+  r.speak(60);
+  t.equal(r.heard.interrupts.length, 1, 'then the caller interrupts');
+  t.equal(r.heard.interrupts[0]! - began, 340, '300 ms after the speech onset (three frames)');
+
+  const thinking = rig();
+  thinking.agent.state = 'thinking';
+  thinking.speak(2_000);
+  t.same(thinking.heard.interrupts, [], 'the agent thinking (no audio yet) is not interrupted');
+
+  const off = rig({ allowInterruptions: false });
+  off.agent.state = 'speaking';
+  off.agent.audible = true;
+  off.speak(2_000);
+  t.same(off.heard.interrupts, [], 'interruptions off: never');
+});
+
+t.test('a backchannel over the agent neither interrupts nor becomes a turn', async (t) => {
+  const r = rig();
+  r.agent.state = 'speaking';
+  r.agent.audible = true;
+  r.speak(100);
+  r.say('mm-hmm', false);
+  r.speak(400);
+  t.same(r.heard.interrupts, [], 'no interruption for "mm-hmm"');
+  r.say('mm-hmm');
+  r.silence(800);
+  t.same(r.heard.turns, [], 'and no turn');
+  r.agent.state = 'listening';
+  r.agent.audible = false;
+  t.equal(r.hearing.takeHeldTurn(), '', 'nothing held');
+});
+
+t.test('min_interrupt_words: fewer words over the agent do not interrupt, enough do', async (t) => {
+  const r = rig({ minInterruptWords: 3 });
+  r.agent.state = 'speaking';
+  r.agent.audible = true;
+  r.speak(100);
+  r.say('wait', false);
+  r.speak(600);
+  t.same(r.heard.interrupts, [], 'one word: no');
+  r.say('wait a second', false);
+  t.equal(r.heard.interrupts.length, 1, 'three words: the caller interrupts as they are transcribed');
+});
+
+t.test('words over the agent that did not interrupt are held until it listens', async (t) => {
+  const r = rig({ allowInterruptions: false });
+  r.agent.state = 'speaking';
+  r.agent.audible = true;
+  r.speak(800);
+  r.say('I also need a receipt');
+  r.silence(700);
+  t.same(r.heard.turns, [], 'not a turn while the agent speaks');
+  t.equal(r.hearing.unanswered(), 'I also need a receipt', 'kept, should the call end now');
+  r.agent.state = 'listening';
+  r.agent.audible = false;
+  t.equal(r.hearing.takeHeldTurn(), 'I also need a receipt', 'given once the agent listens');
+  t.equal(r.hearing.takeHeldTurn(), '', 'once');
+});
+
+t.test('answering machines: a long first utterance of an outbound call is a machine, a short one a person', async (t) => {
+  const machine = rig({ type: 'outbound' });
+  machine.speak(4_000);
+  machine.silence(400);
+  t.same(machine.heard.answered, ['machine'], '4 s greeting: a machine');
+
+  const person = rig({ type: 'outbound' });
+  person.speak(800);
+  person.silence(400);
+  person.speak(5_000);
+  person.silence(400);
+  t.same(person.heard.answered, ['human'], '"Hello?": a person, decided once');
+
+  const inbound = rig({ type: 'inbound' });
+  inbound.speak(4_000);
+  inbound.silence(400);
+  t.same(inbound.heard.answered, [], 'inbound calls are not classified');
+
+  const told = rig({ type: 'outbound', answeredBy: 'human' });
+  told.speak(4_000);
+  told.silence(400);
+  t.same(told.heard.answered, [], 'the carrier said so already');
+});
+
+t.test('keypad digits are collected until a pause and become one turn', async (t) => {
+  const r = rig();
+  for (const key of ['1', '2', '#']) {
+    r.hearing.dtmf(key);
+    r.silence(400);
+  }
+  r.hearing.dtmf('x');
+  t.same(r.heard.turns, [], 'not before the 1.5 s pause');
+  r.silence(1_200);
+  t.same(r.heard.turns.map((turn) => ({ text: turn.text, heard: turn.heard })), [{ text: '[The caller pressed the keys 12#]', heard: undefined }], 'one turn, keys only (not a key: ignored)');
+});
