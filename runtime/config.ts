@@ -84,6 +84,10 @@ export interface Config {
    * set, Telnyx webhooks must carry a valid `telnyx-signature-ed25519` at most 5 minutes old.
    */
   readonly telnyxPublicKey: string | undefined;
+  /** PLIVO_AUTH_ID + PLIVO_AUTH_TOKEN (+ PLIVO_API_URL): calls through Plivo's Call API; without them the loopback carrier. */
+  readonly plivo: { readonly authId: string; readonly authToken: string; readonly apiUrl: string } | undefined;
+  /** PLIVO_AUTH_TOKEN: when set, Plivo's webhooks must carry a valid `X-Plivo-Signature-V3` (with its nonce). */
+  readonly plivoAuthToken: string | undefined;
   /** Speech vendors with a key (DEEPGRAM_*, ELEVENLABS_*, OPENAI_* for TTS and realtime); others are served by `dev`. */
   readonly speech: SpeechVendors;
   /** CALCOM_API_URL: the Cal.com API for the calendar tool. @defaultValue https://api.cal.com */
@@ -214,6 +218,15 @@ function ed25519Key(env: Env, name: string): string | undefined {
   return raw;
 }
 
+function plivoConfig(env: Env): Config['plivo'] {
+  const authId = text(env, 'PLIVO_AUTH_ID');
+  const authToken = text(env, 'PLIVO_AUTH_TOKEN');
+  // The token alone only checks webhook signatures; the id alone could place no call.
+  if (authId && !authToken) throw new ConfigError('PLIVO_AUTH_TOKEN', 'must be set with PLIVO_AUTH_ID');
+  if (!authId || !authToken) return undefined;
+  return { authId, authToken, apiUrl: (url(env, 'PLIVO_API_URL', ['https:', 'http:']) ?? 'https://api.plivo.com').replace(/\/+$/, '') };
+}
+
 function speechConfig(env: Env): SpeechVendors {
   const vendors: { -readonly [K in keyof SpeechVendors]: SpeechVendors[K] } = {};
   const deepgram = text(env, 'DEEPGRAM_API_KEY');
@@ -297,6 +310,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     twilioAuthToken: overrides.twilioAuthToken ?? text(env, 'TWILIO_AUTH_TOKEN'),
     telnyx: overrides.telnyx ?? telnyxConfig(env),
     telnyxPublicKey: overrides.telnyxPublicKey ?? ed25519Key(env, 'TELNYX_PUBLIC_KEY'),
+    plivo: overrides.plivo ?? plivoConfig(env),
+    plivoAuthToken: overrides.plivoAuthToken ?? text(env, 'PLIVO_AUTH_TOKEN'),
     speech: overrides.speech ?? speechConfig(env),
     calendarApiUrl: (overrides.calendarApiUrl ?? url(env, 'CALCOM_API_URL', ['https:', 'http:']) ?? 'https://api.cal.com').replace(/\/+$/, ''),
     shutdownGraceMs: overrides.shutdownGraceMs ?? integer(env, 'SHUTDOWN_GRACE_SECONDS', 0, 3600, configDefaults.shutdownGraceMs / 1000) * 1000,

@@ -1,9 +1,11 @@
 import { CARRIERS } from '../../../schemas/phoneNumbers.js';
 import type { Logger } from '../../logger.js';
+import { plivoFormat } from '../../voice/serializers/plivo.js';
 import { telnyxFormat } from '../../voice/serializers/telnyx.js';
 import { twilioFormat } from '../../voice/serializers/twilio.js';
 import type { MediaFormat } from '../../voice/serializers/types.js';
 import { createLoopbackCarrier, silentPhone } from './loopback.js';
+import { createPlivoCarrier, type PlivoSettings } from './plivo.js';
 import { createTelnyxCarrier, type TelnyxSettings } from './telnyx.js';
 import { createTwilioCarrier, type TwilioSettings } from './twilio.js';
 import type { Carrier } from './types.js';
@@ -21,10 +23,11 @@ export type CarrierName = (typeof CARRIERS)[number];
 export interface CarrierSettings {
   readonly twilio?: TwilioSettings;
   readonly telnyx?: TelnyxSettings;
+  readonly plivo?: PlivoSettings;
 }
 
 /** Each carrier's media format, whether or not its credentials are configured. */
-const FORMATS: Readonly<Record<CarrierName, MediaFormat>> = { twilio: twilioFormat, telnyx: telnyxFormat };
+const FORMATS: Readonly<Record<CarrierName, MediaFormat>> = { twilio: twilioFormat, telnyx: telnyxFormat, plivo: plivoFormat };
 
 export interface Carriers {
   /** The carrier that serves a number recorded as `name`. */
@@ -41,6 +44,7 @@ export function createCarriers(settings: CarrierSettings, logger: Logger, overri
   const real = new Map<string, Carrier>();
   if (settings.twilio) real.set('twilio', createTwilioCarrier(settings.twilio));
   if (settings.telnyx) real.set('telnyx', createTelnyxCarrier(settings.telnyx));
+  if (settings.plivo) real.set('plivo', createPlivoCarrier(settings.plivo));
   const loopback = override ?? createLoopbackCarrier(silentPhone, logger);
   const warned = new Set<string>();
   const configured = CARRIER_NAMES.filter((name) => real.has(name));
