@@ -1,12 +1,9 @@
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
-import WebSocket from 'ws';
-import { pingPong, type PhoneEvents } from '../../runtime/calls/carriers/loopback.js';
-import { Downsampler, FRAME_SAMPLES, Upsampler, mulawEncode } from '../../runtime/voice/audio.js';
-import type { PhoneLine } from '../helpers/phone.js';
+import { FRAME_SAMPLES } from '../../runtime/voice/audio.js';
+import { JsonStreamLine, opened } from '../helpers/phone.js';
 
 /**
  * A local stand-in for Telnyx, speaking its wire protocols:
@@ -134,47 +131,28 @@ let streams = 0;
  * `media` frames of 8 kHz mu-law on the inbound track, `dtmf` and `stop`, receives the agent's
  * `media`, `mark` and `clear`, and echoes each mark once the audio before it has been received.
  */
-export class TelnyxPhone extends EventEmitter<PhoneEvents> implements PhoneLine {
-  readonly socket: WebSocket;
+export class TelnyxPhone extends JsonStreamLine {
   readonly streamId = `${(++streams).toString(16).padStart(8, '0')}-53cb-4f27-b3a6-${process.pid.toString(16).padStart(12, '0')}`;
-  /** Echo marks back (as Telnyx does once the audio before them has played). */
-  echoMarks = true;
-  closed = false;
-  /** Messages other than `media`, `mark` and `clear` (none is expected). */
-  readonly unexpected: unknown[] = [];
-  private readonly down = new Downsampler();
-  private readonly up = new Upsampler();
   private sequence = 0;
   private chunk = 0;
   private timestamp = 0;
 
   constructor(url: string, private readonly call: { callControlId: string; from: string; to: string }) {
-    super();
-    this.socket = new WebSocket(url);
-    this.socket.on('message', (data, isBinary) => {
-      if (isBinary) return this.unexpected.push(data);
-      const message = JSON.parse(data.toString()) as { event?: string; media?: { payload?: string }; mark?: { name?: string } };
-      if (message.event === 'media' && typeof message.media?.payload === 'string') this.emit('audio', this.up.processMulaw(Buffer.from(message.media.payload, 'base64')));
-      else if (message.event === 'mark' && typeof message.mark?.name === 'string') {
-        if (this.echoMarks) this.send({ event: 'mark', sequence_number: this.next(), stream_id: this.streamId, mark: { name: message.mark.name } });
-        this.emit('mark', message.mark.name);
-      } else if (message.event === 'clear') this.emit('clear');
-      else this.unexpected.push(message);
-    });
-    this.socket.on('close', (code) => {
-      this.closed = true;
-      this.emit('close', code);
-    });
-    this.socket.on('error', () => {});
+    super(url);
+  }
+
+  protected receive(message: { event?: unknown; media?: { payload?: unknown }; mark?: { name?: unknown } }): void {
+    if (message.event === 'media' && typeof message.media?.payload === 'string') this.hear(message.media.payload);
+    else if (message.event === 'mark' && typeof message.mark?.name === 'string') {
+      if (this.echoMarks) this.send({ event: 'mark', sequence_number: this.next(), stream_id: this.streamId, mark: { name: message.mark.name } });
+      this.emit('mark', message.mark.name);
+    } else if (message.event === 'clear') this.emit('clear');
+    else this.unexpected.push(message);
   }
 
   /** Opens the socket (rejects on a refused upgrade) and sends `connected` and `start`. */
   async open(): Promise<void> {
-    await new Promise<void>((resolve, reject) => {
-      this.socket.once('open', () => resolve());
-      this.socket.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
-      this.socket.once('error', reject);
-    });
+    await opened(this.socket);
     this.send({ event: 'connected', version: '1.0.0' });
     this.send({
       event: 'start',
@@ -195,13 +173,9 @@ export class TelnyxPhone extends EventEmitter<PhoneEvents> implements PhoneLine 
     return String(++this.sequence);
   }
 
-  private send(message: unknown): void {
-    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
-  }
-
   /** One 20 ms frame of the caller's voice (16 kHz PCM16); silence when omitted. */
   speak(frame: Int16Array = new Int16Array(FRAME_SAMPLES)): void {
-    const payload = mulawEncode(this.down.process(frame)).toString('base64');
+    const payload = this.encode(frame);
     this.send({ event: 'media', sequence_number: this.next(), media: { track: 'inbound', chunk: String(++this.chunk), timestamp: String(this.timestamp), payload }, stream_id: this.streamId });
     this.timestamp += 20;
   }
@@ -214,9 +188,5 @@ export class TelnyxPhone extends EventEmitter<PhoneEvents> implements PhoneLine 
   hangUp(): void {
     this.send({ event: 'stop', sequence_number: this.next(), stop: { user_id: '0f5a2c3e-6a1b-4c7d-9e8f-0123456789ab', call_control_id: this.call.callControlId }, stream_id: this.streamId });
     this.socket.close(1000);
-  }
-
-  sync(): Promise<void> {
-    return pingPong(this.socket);
   }
 }
