@@ -3,8 +3,8 @@ import { CARRIER_RIGS, type CarrierRig, type PlacedCall } from './helpers/carrie
 import { agentBusy, endedCall, voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
 /**
- * The same calls over every carrier (a row per carrier: Twilio, Telnyx), each through a fake of
- * the carrier speaking its wire protocols (REST API, signed webhooks, media-stream phone):
+ * The same calls over every carrier (a row per carrier: Twilio, Telnyx, Plivo), each through a fake
+ * of the carrier speaking its wire protocols (REST API, signed webhooks, media-stream phone):
  * 1. A number records its carrier; another carrier's webhook for it finds no assistant. A number
  *    rented naming a carrier records that one; an unknown carrier is refused (422).
  * 2. An inbound call: the signed voice webhook is answered with markup, the carrier's phone joins
@@ -119,7 +119,7 @@ for (const row of CARRIER_RIGS) {
     await t.test('webhooks with a missing, wrong or stale signature are refused', async (t) => {
       for (const signing of rig.refused) {
         const refused = await rig.inbound(s.api, { to: s.number, from: CALLER, carrierCallId: rig.callSid() }, signing);
-        t.same([refused.status, refused.body], [403, { message: `The ${rig.name === 'twilio' ? 'Twilio' : 'Telnyx'} signature does not match.` }], `inbound, ${signing}`);
+        t.same([refused.status, refused.body], [403, { message: `The ${rig.name[0]!.toUpperCase()}${rig.name.slice(1)} signature does not match.` }], `inbound, ${signing}`);
       }
       const { phone, callId, carrierCallId } = await callIn(t, rig, s, []);
       await phone.until(() => phone.heard.speechFrames > 5, 2_000, 'the greeting');

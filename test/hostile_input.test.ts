@@ -92,10 +92,12 @@ const rawBodies = [
   { type: 'multipart/form-data; boundary=x', text: '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nx' },
 ];
 
-/** Twilio's form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN: unsigned requests are taken). */
+/** Carriers' form fields, over a valid call to the owner's number (no auth tokens: unsigned requests are taken). */
 const twilioForms: Record<string, Record<string, string>> = {
   'POST /api/telephony/twilio/inbound': { To: number.number, From: '+14155550199', CallSid: `CA${'0'.repeat(32)}` },
   'POST /api/telephony/twilio/status': { CallSid: `CA${'0'.repeat(32)}`, CallStatus: 'completed', AnsweredBy: 'human' },
+  'POST /api/telephony/plivo/inbound': { To: number.number.slice(1), From: '14155550199', CallUUID: '00000000-0000-4000-8000-000000000000' },
+  'POST /api/telephony/plivo/status': { CallUUID: '00000000-0000-4000-8000-000000000000', CallStatus: 'completed', Machine: 'false' },
 };
 const hostileFormValues = ['', '\u0000', 'x'.repeat(20_000), '+1', "1'; DROP TABLE calls; --", '%00', 'completed\u0000'];
 

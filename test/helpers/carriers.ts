@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type { Test } from 'tap';
 import { twilioSignature } from '../../api/routes/carriers/twilio.js';
 import { MediaStreamPhone } from '../../runtime/calls/carriers/loopback.js';
 import type { ManualClock } from '../../runtime/clock.js';
 import type { Config } from '../../runtime/config.js';
+import { plivoDial, plivoStream, PlivoPhone, startFakePlivo } from '../fakes/plivo.js';
 import { startFakeTelnyx, telnyxCallSid, texmlStream, TelnyxPhone } from '../fakes/telnyx.js';
 import { startFakeTwilio } from '../fakes/twilio.js';
 import { SimulatedPhone } from './phone.js';
@@ -23,7 +25,10 @@ export interface PlacedCall {
   readonly carrierCallId: string;
   readonly to: string;
   readonly from: string;
-  /** The carrier's markup run once the callee answers (it connects the media stream). */
+  /**
+   * The carrier's markup run once the callee answers (it connects the media stream), or where the
+   * carrier fetches it then (Plivo's answer URL).
+   */
   readonly markup: string;
   readonly statusUrl: string;
   /** Where the answering-machine verdict goes; undefined when not asked for. */
@@ -40,7 +45,7 @@ export interface CallUpdate {
 }
 
 export interface CarrierRig {
-  readonly name: 'twilio' | 'telnyx';
+  readonly name: 'twilio' | 'telnyx' | 'plivo';
   /** The carrier's credentials at its fake, webhook signatures required. */
   readonly config: Partial<Config>;
   /** The signings a webhook is refused for (403). */
@@ -168,8 +173,69 @@ export async function telnyxRig(t: Test): Promise<CarrierRig> {
   };
 }
 
+/**
+ * Plivo: numbers in its webhooks and Call API are E.164 digits without the `+`; a placed call's
+ * XML is fetched from its answer URL when the callee answers, and a transfer's from its
+ * `aleg_url` (the fake does so before acknowledging the transfer); a hang-up is a DELETE.
+ */
+export async function plivoRig(t: Test): Promise<CarrierRig> {
+  const fake = await startFakePlivo(t);
+  const digits = (e164: string) => e164.replace(/^\+/, '');
+  const calls = new Map<string, { from: string; to: string; direction: 'inbound' | 'outbound' }>();
+  async function post(api: TestPlatform, path: string, fields: Record<string, string>, signing: Signing): Promise<ApiResult> {
+    const params = new URLSearchParams(fields);
+    const headers =
+      signing === 'none' ? { 'content-type': FORM }
+      : signing === 'tampered' ? fake.signed(`${api.origin}/api${path}`, params, new URLSearchParams({ ...fields, CallUUID: 'another-call' }))
+      : fake.signed(`${api.origin}/api${path}`, params);
+    return api.request('POST', path, { raw: params.toString(), headers });
+  }
+  return {
+    name: 'plivo',
+    config: { plivo: { authId: fake.authId, authToken: fake.authToken, apiUrl: fake.apiUrl }, plivoAuthToken: fake.authToken },
+    // V3 signatures carry a nonce, no timestamp: nothing to be stale.
+    refused: ['none', 'tampered'],
+    ringingHangUp: 'hangup',
+    callSid: () => randomUUID(),
+    inbound(api, call, signing = 'good') {
+      calls.set(call.carrierCallId, { from: call.from, to: call.to, direction: 'inbound' });
+      return post(api, '/telephony/plivo/inbound', { CallUUID: call.carrierCallId, From: digits(call.from), To: digits(call.to), Direction: 'inbound', CallStatus: 'ringing', Event: 'StartApp', CallerName: '' }, signing);
+    },
+    status(api, callId, fields, signing = 'good') {
+      const call = calls.get(fields.carrierCallId);
+      const form: Record<string, string> = { CallUUID: fields.carrierCallId, Direction: call?.direction ?? 'outbound', From: digits(call?.from ?? ''), To: digits(call?.to ?? '') };
+      if (fields.status) Object.assign(form, { CallStatus: fields.status, Event: fields.status === 'ringing' ? 'Ring' : 'Hangup' });
+      if (fields.status === 'completed' || fields.status === 'busy') Object.assign(form, { HangupCause: fields.status === 'busy' ? 'USER_BUSY' : 'NORMAL_CLEARING', Duration: '12', BillDuration: '60' });
+      // The table speaks TwiML's `AnsweredBy` words; Plivo's verdict is `Machine`, true or false.
+      if (fields.answeredBy) Object.assign(form, { Event: 'MachineDetection', Machine: String(/^machine|^fax/.test(fields.answeredBy)), CallStatus: 'in-progress', RequestUUID: fields.carrierCallId });
+      return post(api, `/telephony/plivo/status?call_id=${callId}`, form, signing);
+    },
+    async connect(markup, call, clock) {
+      // A placed call's markup is its answer URL: Plivo fetches the XML there once the callee answers.
+      const xml = /^https?:/.test(markup) ? await fake.fetchXml(markup, { CallUUID: call.carrierCallId, RequestUUID: call.carrierCallId, From: digits(call.from), To: digits(call.to), Direction: 'outbound', CallStatus: 'in-progress', Event: 'StartApp' }) : markup;
+      const { url } = plivoStream(xml);
+      const callId = Number(new URL(url).searchParams.get('call_id'));
+      return joined(new PlivoPhone(url, { callUuid: call.carrierCallId }), clock, callId);
+    },
+    placed: () =>
+      fake.requests.flatMap((request) => {
+        const json = request.json as Record<string, string> | undefined;
+        if (!request.requestUuid || !json) return [];
+        calls.set(request.requestUuid, { from: `+${json.from}`, to: `+${json.to}`, direction: 'outbound' });
+        return [{ carrierCallId: request.requestUuid, to: `+${json.to}`, from: `+${json.from}`, markup: json.answer_url!, statusUrl: json.hangup_url!, amdUrl: json.machine_detection ? json.machine_detection_url : undefined }];
+      }),
+    updates: () =>
+      fake.requests.flatMap((request): CallUpdate[] => {
+        const uuid = new RegExp(`^/v1/Account/${fake.authId}/Call/([^/]+)/$`).exec(request.path)?.[1];
+        if (!uuid) return [];
+        return request.method === 'DELETE' ? [{ carrierCallId: uuid, status: 'hangup' }] : [{ carrierCallId: uuid, dial: plivoDial(request.transferXml) }];
+      }),
+  };
+}
+
 /** The carriers the call tests run over. */
 export const CARRIER_RIGS: ReadonlyArray<{ readonly name: CarrierRig['name']; start(t: Test): Promise<CarrierRig> }> = [
   { name: 'twilio', start: twilioRig },
   { name: 'telnyx', start: telnyxRig },
+  { name: 'plivo', start: plivoRig },
 ];
