@@ -1,7 +1,6 @@
 import t from 'tap';
 import { plivoSignature } from '../api/routes/carriers/plivo.js';
 import { dialXml, plivoAnswer } from '../runtime/calls/carriers/plivo.js';
-import { ConfigError, loadConfig } from '../runtime/config.js';
 import { Downsampler, FRAME_SAMPLES, Upsampler, mulawEncode } from '../runtime/voice/audio.js';
 import { plivoFormat } from '../runtime/voice/serializers/plivo.js';
 import { plivoDial, plivoStream, plivoV3 } from './fakes/plivo.js';
@@ -17,7 +16,7 @@ import { plivoDial, plivoStream, plivoV3 } from './fakes/plivo.js';
  * 3. A close with a handshake is the caller hanging up; a dropped connection (1006) is not.
  * 4. The XML: `<Stream>` bidirectional, mu-law 8 kHz, alone, its URL escaped and carrying the
  *    call's id and token; refusals speak and hang up; a transfer dials the number without `+`.
- * 5. Configuration: PLIVO_AUTH_ID needs PLIVO_AUTH_TOKEN; the token alone only checks signatures.
+ * (Its configuration is tested with the rest in config.test.ts.)
  */
 
 const decode = (codec: ReturnType<typeof plivoFormat.codec>, message: unknown) => codec.decode(new TextEncoder().encode(typeof message === 'string' ? message : JSON.stringify(message)).buffer as ArrayBuffer, false);
@@ -95,14 +94,4 @@ t.test('the XML', async (t) => {
   t.equal(plivoAnswer({ kind: 'hangup' }, '').body, '<?xml version="1.0" encoding="UTF-8"?><Response><Hangup/></Response>');
   t.match(dialXml('+14155550123'), /<Dial><Number>14155550123<\/Number><\/Dial>/);
   t.equal(plivoDial(dialXml('+14155550123')), '+14155550123');
-});
-
-t.test('configuration', async (t) => {
-  t.equal(loadConfig({}).plivo, undefined, 'no account: the loopback carrier stands in');
-  t.same(loadConfig({ PLIVO_AUTH_ID: 'MAXXXXXXXXXXXXXXXXXX', PLIVO_AUTH_TOKEN: 'secret' }).plivo, { authId: 'MAXXXXXXXXXXXXXXXXXX', authToken: 'secret', apiUrl: 'https://api.plivo.com' });
-  t.equal(loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'secret', PLIVO_API_URL: 'http://127.0.0.1:9/' }).plivo?.apiUrl, 'http://127.0.0.1:9');
-  const tokenOnly = loadConfig({ PLIVO_AUTH_TOKEN: 'secret' });
-  t.same([tokenOnly.plivo, tokenOnly.plivoAuthToken], [undefined, 'secret'], 'the token alone checks signatures');
-  t.throws(() => loadConfig({ PLIVO_AUTH_ID: 'MA1' }), new ConfigError('PLIVO_AUTH_TOKEN', 'must be set with PLIVO_AUTH_ID'));
-  t.throws(() => loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'x', PLIVO_API_URL: 'ftp://x' }), ConfigError);
 });
