@@ -1,8 +1,11 @@
 import { CARRIERS } from '../../../schemas/phoneNumbers.js';
 import type { Logger } from '../../logger.js';
+import { twilioFormat } from '../../voice/serializers/twilio.js';
 import type { MediaFormat } from '../../voice/serializers/types.js';
+import { vonageFormat } from '../../voice/serializers/vonage.js';
 import { createLoopbackCarrier, silentPhone } from './loopback.js';
 import { createTwilioCarrier, type TwilioSettings } from './twilio.js';
+import { createVonageCarrier, type VonageSettings } from './vonage.js';
 import type { Carrier } from './types.js';
 
 /**
@@ -17,7 +20,11 @@ export type CarrierName = (typeof CARRIERS)[number];
 
 export interface CarrierSettings {
   readonly twilio?: TwilioSettings;
+  readonly vonage?: VonageSettings;
 }
+
+/** Each carrier's media format, whether or not its credentials are configured. */
+const FORMATS: Readonly<Record<CarrierName, MediaFormat>> = { twilio: twilioFormat, vonage: vonageFormat };
 
 export interface Carriers {
   /** The carrier that serves a number recorded as `name`. */
@@ -33,11 +40,12 @@ export interface Carriers {
 export function createCarriers(settings: CarrierSettings, logger: Logger, override?: Carrier): Carriers {
   const real = new Map<string, Carrier>();
   if (settings.twilio) real.set('twilio', createTwilioCarrier(settings.twilio));
+  if (settings.vonage) real.set('vonage', createVonageCarrier(settings.vonage));
   const loopback = override ?? createLoopbackCarrier(silentPhone, logger);
   const warned = new Set<string>();
   const configured = CARRIER_NAMES.filter((name) => real.has(name));
   const formats = new Map<string, MediaFormat>();
-  for (const carrier of [...real.values(), loopback]) formats.set(carrier.format.path, carrier.format);
+  for (const format of [...Object.values(FORMATS), loopback.format]) formats.set(format.path, format);
   return {
     of(name) {
       if (override) return override;
