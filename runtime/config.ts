@@ -77,6 +77,16 @@ export interface Config {
   /** TWILIO_AUTH_TOKEN: when set, Twilio webhooks must carry a valid `X-Twilio-Signature`. */
   readonly twilioAuthToken: string | undefined;
   /**
+   * TELNYX_API_KEY + TELNYX_ACCOUNT_SID + TELNYX_CONNECTION_ID (+ TELNYX_API_URL): calls through
+   * Telnyx's TeXML API (all three or none); without them the loopback carrier.
+   */
+  readonly telnyx: { readonly apiKey: string; readonly accountSid: string; readonly connectionId: string; readonly apiUrl: string } | undefined;
+  /**
+   * TELNYX_PUBLIC_KEY: the account's Ed25519 public key, base64 as Telnyx's portal shows it; when
+   * set, Telnyx webhooks must carry a valid `telnyx-signature-ed25519` at most 5 minutes old.
+   */
+  readonly telnyxPublicKey: string | undefined;
+  /**
    * VONAGE_APPLICATION_ID + VONAGE_PRIVATE_KEY (+ VONAGE_API_URL): calls through Vonage's Voice API
    * (both or neither); without them the loopback carrier. The key is the application's RSA private
    * key, as PEM text or the path of the PEM file Vonage's dashboard downloads.
@@ -196,6 +206,24 @@ function twilioConfig(env: Env): Config['twilio'] {
   return { accountSid, authToken, apiUrl: (url(env, 'TWILIO_API_URL', ['https:', 'http:']) ?? 'https://api.twilio.com').replace(/\/+$/, '') };
 }
 
+function telnyxConfig(env: Env): Config['telnyx'] {
+  const names = ['TELNYX_API_KEY', 'TELNYX_ACCOUNT_SID', 'TELNYX_CONNECTION_ID'] as const;
+  const [apiKey, accountSid, connectionId] = names.map((name) => text(env, name));
+  if (!apiKey && !accountSid && !connectionId) return undefined;
+  // Some but not all: a carrier half configured would place calls it cannot hang up.
+  const missing = names.find((name) => !text(env, name));
+  if (missing) throw new ConfigError(missing, `must be set with ${names.filter((name) => name !== missing).join(' and ')}`);
+  return { apiKey: apiKey!, accountSid: accountSid!, connectionId: connectionId!, apiUrl: (url(env, 'TELNYX_API_URL', ['https:', 'http:']) ?? 'https://api.telnyx.com').replace(/\/+$/, '') };
+}
+
+/** An Ed25519 public key: 32 bytes in base64. */
+function ed25519Key(env: Env, name: string): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(raw) || Buffer.from(raw, 'base64').length !== 32) throw new ConfigError(name, 'expected an Ed25519 public key: 32 bytes in base64');
+  return raw;
+}
+
 function vonageConfig(env: Env): Config['vonage'] {
   const applicationId = text(env, 'VONAGE_APPLICATION_ID');
   const key = text(env, 'VONAGE_PRIVATE_KEY');
@@ -308,6 +336,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},
     twilio: overrides.twilio ?? twilioConfig(env),
     twilioAuthToken: overrides.twilioAuthToken ?? text(env, 'TWILIO_AUTH_TOKEN'),
+    telnyx: overrides.telnyx ?? telnyxConfig(env),
+    telnyxPublicKey: overrides.telnyxPublicKey ?? ed25519Key(env, 'TELNYX_PUBLIC_KEY'),
     vonage: overrides.vonage ?? vonageConfig(env),
     vonageSignatureSecret: overrides.vonageSignatureSecret ?? text(env, 'VONAGE_SIGNATURE_SECRET'),
     speech: overrides.speech ?? speechConfig(env),

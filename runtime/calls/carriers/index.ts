@@ -1,9 +1,11 @@
 import { CARRIERS } from '../../../schemas/phoneNumbers.js';
 import type { Logger } from '../../logger.js';
+import { telnyxFormat } from '../../voice/serializers/telnyx.js';
 import { twilioFormat } from '../../voice/serializers/twilio.js';
 import type { MediaFormat } from '../../voice/serializers/types.js';
 import { vonageFormat } from '../../voice/serializers/vonage.js';
 import { createLoopbackCarrier, silentPhone } from './loopback.js';
+import { createTelnyxCarrier, type TelnyxSettings } from './telnyx.js';
 import { createTwilioCarrier, type TwilioSettings } from './twilio.js';
 import { createVonageCarrier, type VonageSettings } from './vonage.js';
 import type { Carrier } from './types.js';
@@ -20,11 +22,12 @@ export type CarrierName = (typeof CARRIERS)[number];
 
 export interface CarrierSettings {
   readonly twilio?: TwilioSettings;
+  readonly telnyx?: TelnyxSettings;
   readonly vonage?: VonageSettings;
 }
 
 /** Each carrier's media format, whether or not its credentials are configured. */
-const FORMATS: Readonly<Record<CarrierName, MediaFormat>> = { twilio: twilioFormat, vonage: vonageFormat };
+const FORMATS: Readonly<Record<CarrierName, MediaFormat>> = { twilio: twilioFormat, telnyx: telnyxFormat, vonage: vonageFormat };
 
 export interface Carriers {
   /** The carrier that serves a number recorded as `name`. */
@@ -40,6 +43,7 @@ export interface Carriers {
 export function createCarriers(settings: CarrierSettings, logger: Logger, override?: Carrier): Carriers {
   const real = new Map<string, Carrier>();
   if (settings.twilio) real.set('twilio', createTwilioCarrier(settings.twilio));
+  if (settings.telnyx) real.set('telnyx', createTelnyxCarrier(settings.telnyx));
   if (settings.vonage) real.set('vonage', createVonageCarrier(settings.vonage));
   const loopback = override ?? createLoopbackCarrier(silentPhone, logger);
   const warned = new Set<string>();
