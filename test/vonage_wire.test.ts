@@ -8,9 +8,13 @@
  *    refusal (`talk`, then the NCCO ends the call), a hang-up (empty), a transfer.
  * 3. Signed webhooks: HS256 with the signature secret over this very payload (the body of a POST,
  *    the query's fields as JSON for a GET), recent, for this application; anything else refused.
- * 4. The Voice API adapter against the fake: every request carries an application JWT (RS256)
+ * 4. The webhook routes, over a recording stand-in for the call service: the answer webhook as a
+ *    GET (query) and as a POST (JSON), numbers given their `+`; every event status and both
+ *    verdicts in the platform's words; events naming no call (an inbound call's) change nothing;
+ *    unsigned webhooks are taken only without a signature secret.
+ * 5. The Voice API adapter against the fake: every request carries an application JWT (RS256)
  *    the fake verifies; create, transfer, hang-up bodies; a refusal is a CarrierError with the detail.
- * 5. Settings: VONAGE_APPLICATION_ID and VONAGE_PRIVATE_KEY together (PEM text, PEM with escaped
+ * 6. Settings: VONAGE_APPLICATION_ID and VONAGE_PRIVATE_KEY together (PEM text, PEM with escaped
  *    line breaks, or a file path), VONAGE_API_URL, VONAGE_SIGNATURE_SECRET; a bad key names the
  *    variable without echoing the value.
  */
@@ -19,7 +23,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { vonageSigned } from '../api/routes/carriers/vonage.js';
+import type { ApiRequest, RouteDefinition } from '../api/http/types.js';
+import { vonageRoutes, vonageSigned } from '../api/routes/carriers/vonage.js';
+import type { VoiceService } from '../runtime/calls/live.js';
 import { createVonageCarrier, nccoAnswer, platformNumber, transferNcco, vonageNumber } from '../runtime/calls/carriers/vonage.js';
 import { ConfigError, loadConfig } from '../runtime/config.js';
 import { FRAME_SAMPLES } from '../runtime/voice/audio.js';
@@ -112,6 +118,55 @@ t.test('signed webhooks', async (t) => {
   const query = { to: '14155550100', from: '14155550199', uuid: 'u-1', conversation_uuid: 'CON-1' };
   const queryHash = createHash('sha256').update(JSON.stringify(query)).digest('hex');
   t.ok(vonageSigned(secret, bearer({ ...good, payload_hash: queryHash }), JSON.stringify(query), now), "a GET's payload: its query fields as compact JSON, in order");
+});
+
+t.test('the webhook routes', async (t) => {
+  const inbound: unknown[] = [];
+  const statuses: unknown[][] = [];
+  const voice = {
+    inbound: async (carrier: string, call: unknown) => (inbound.push([carrier, call]), { kind: 'stream', streamUrl: 'wss://p.example/ws/telephony/vonage', callId: 5, token: 'tok' }),
+    carrierStatus: (...args: unknown[]) => void statuses.push(args),
+  } as unknown as VoiceService;
+  const request = (method: string, path: string, fields: Record<string, string>, headers: Record<string, string> = {}): ApiRequest => {
+    const [pathname, rawQuery = ''] = path.split('?');
+    const body = method === 'GET' ? {} : fields;
+    return { id: 'r1', method, path: pathname!, params: {}, query: {}, rawQuery: method === 'GET' ? new URLSearchParams(fields).toString() : rawQuery, headers, ip: '127.0.0.1', rawBody: Buffer.from(method === 'GET' ? '' : JSON.stringify(body)), body, files: {}, principal: undefined, log: undefined as never };
+  };
+  const route = (routes: RouteDefinition[], method: string, path: string) => routes.find((r) => r.method === method && r.path === path)!;
+  const open = vonageRoutes(voice, { signatureSecret: undefined });
+  const call = { to: '14155550100', from: '14155550199', uuid: 'u-1', conversation_uuid: 'CON-1' };
+  for (const method of ['GET', 'POST']) {
+    const answered = await route(open, method, '/api/telephony/vonage/inbound').handler(request(method, '/api/telephony/vonage/inbound', call));
+    t.match(answered, { status: 200, headers: { 'Content-Type': 'application/json' } }, method);
+    t.match(JSON.parse(String(answered.body)), [{ action: 'connect', endpoint: [{ headers: { call_id: '5', token: 'tok' } }] }]);
+  }
+  t.same(inbound, [
+    ['vonage', { to: '+14155550100', from: '+14155550199', carrierCallId: 'u-1', requestId: 'r1' }],
+    ['vonage', { to: '+14155550100', from: '+14155550199', carrierCallId: 'u-1', requestId: 'r1' }],
+  ], 'the same call from a GET and a POST');
+
+  const status = route(open, 'POST', '/api/telephony/vonage/status');
+  const words: Array<[string, string | undefined, string | undefined]> = [
+    ['started', undefined, undefined], ['ringing', 'ringing', undefined], ['answered', 'answered', undefined], ['completed', 'completed', undefined],
+    ['busy', 'busy', undefined], ['timeout', 'no-answer', undefined], ['unanswered', 'no-answer', undefined], ['cancelled', 'canceled', undefined],
+    ['failed', 'failed', undefined], ['rejected', 'failed', undefined], ['human', undefined, 'human'], ['machine', undefined, 'machine'], ['constructor', undefined, undefined],
+  ];
+  for (const [word] of words) t.same(await status.handler(request('POST', '/api/telephony/vonage/status?call_id=9', { uuid: 'u-1', status: word })), { status: 200 }, word);
+  t.same(statuses, words.map(([, mapped, verdict]) => ['vonage', 9, 'u-1', mapped, verdict]));
+  await status.handler(request('POST', '/api/telephony/vonage/status', { uuid: 'u-2', status: 'completed' }));
+  t.equal(statuses.length, words.length, 'an event naming no call changes nothing');
+
+  const signed = vonageRoutes(voice, { signatureSecret: 'secret', applicationId: 'app-1' });
+  await t.rejects(async () => route(signed, 'GET', '/api/telephony/vonage/inbound').handler(request('GET', '/api/telephony/vonage/inbound', call)), { name: 'PlatformError', code: 'forbidden', message: 'The Vonage signature does not match.' });
+  const claims = (payload: string) => ({ iat: Math.floor(Date.now() / 1000), jti: 'j', payload_hash: createHash('sha256').update(payload).digest('hex'), application_id: 'app-1' });
+  const get = await route(signed, 'GET', '/api/telephony/vonage/inbound').handler(request('GET', '/api/telephony/vonage/inbound', call, { authorization: `Bearer ${hs256(claims(JSON.stringify(call)), 'secret')}` }));
+  t.equal(get.status, 200, 'a signed GET: the hash of its query fields');
+  const event = { uuid: 'u-1', status: 'ringing' };
+  const signedStatus = route(signed, 'POST', '/api/telephony/vonage/status');
+  await signedStatus.handler(request('POST', '/api/telephony/vonage/status?call_id=9', event, { authorization: `Bearer ${hs256(claims(JSON.stringify(event)), 'secret')}` }));
+  t.same(statuses.at(-1), ['vonage', 9, 'u-1', 'ringing', undefined], 'a signed event: the hash of its body');
+  await t.rejects(async () => signedStatus.handler(request('POST', '/api/telephony/vonage/status?call_id=9', event)), { code: 'forbidden' }, 'an unsigned event with the secret set');
+  t.equal(statuses.length, words.length + 1, 'changes nothing');
 });
 
 t.test('the Voice API adapter', async (t) => {

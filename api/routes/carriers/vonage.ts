@@ -103,7 +103,8 @@ export function vonageRoutes(voice: VoiceService, options: { signatureSecret: st
         const status = jsonField(fields, 'status');
         // Events of calls the platform did not place (an inbound call's, sent to the application's event URL) name no call: the media stream speaks for those.
         if (callId !== undefined) voice.carrierStatus('vonage', callId, jsonField(fields, 'uuid'), Object.hasOwn(STATUSES, status) ? STATUSES[status] : undefined, Object.hasOwn(VERDICTS, status) ? VERDICTS[status] : undefined);
-        return { status: 204 };
+        // An empty 200: nothing more is asked of the call (a body could be taken for an NCCO).
+        return { status: 200 };
       },
     },
   ];
