@@ -21,7 +21,8 @@ import { FRAME_MS } from '../voice/audio.js';
 import { callerNumber, inboundAssistantOf } from '../phoneNumbers/repository.js';
 import { WavRecorder } from './recording.js';
 import { CONNECT_TIMEOUT_MS, type CarrierFailure } from '../voice/machine.js';
-import { CallSession, type CallEnd, type CallMode, type CallSpec, type CallTransport } from '../voice/session.js';
+import { CallSession } from '../voice/session.js';
+import type { CallEnd, CallMode, CallSpec, CallTransport } from '../voice/spec.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
 
 /**
