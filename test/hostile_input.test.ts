@@ -92,10 +92,12 @@ const rawBodies = [
   { type: 'multipart/form-data; boundary=x', text: '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nx' },
 ];
 
-/** Twilio's form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN: unsigned requests are taken). */
-const twilioForms: Record<string, Record<string, string>> = {
+/** The carriers' form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN nor TELNYX_PUBLIC_KEY: unsigned requests are taken). */
+const carrierForms: Record<string, Record<string, string>> = {
   'POST /api/telephony/twilio/inbound': { To: number.number, From: '+14155550199', CallSid: `CA${'0'.repeat(32)}` },
   'POST /api/telephony/twilio/status': { CallSid: `CA${'0'.repeat(32)}`, CallStatus: 'completed', AnsweredBy: 'human' },
+  'POST /api/telephony/telnyx/inbound': { To: number.number, From: '+14155550199', CallSid: 'v3:0000-telnyx' },
+  'POST /api/telephony/telnyx/status': { CallSid: 'v3:0000-telnyx', CallStatus: 'completed', AnsweredBy: 'machine_end_beep' },
 };
 const hostileFormValues = ['', '\u0000', 'x'.repeat(20_000), '+1', "1'; DROP TABLE calls; --", '%00', 'completed\u0000'];
 
@@ -117,7 +119,7 @@ for (const [template, operations] of Object.entries(doc.paths)) {
     for (const name of query) {
       for (const value of hostileStrings) probes.push({ label: `${key} ?${name}=${value.slice(0, 20)}`, method, path: `${fill()}?${name}=${encodeURIComponent(value)}` });
     }
-    const form = twilioForms[key];
+    const form = carrierForms[key];
     for (const [field, valid] of Object.entries(form ?? {})) {
       for (const value of [...hostileFormValues, valid]) {
         const text = new URLSearchParams({ ...form, [field]: value }).toString();

@@ -71,7 +71,8 @@ export interface CarrierRig {
 
 const FORM = 'application/x-www-form-urlencoded';
 const unescapeXml = (text: string) => text.replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
-const dialOf = (markup: string | null | undefined) => (markup ? /<Dial>([^<]+)<\/Dial>/.exec(markup)?.[1] : undefined);
+/** The number markup dials, bare (TwiML) or as a `<Number>` noun (TeXML). */
+const dialOf = (markup: string | null | undefined) => (markup ? /<Dial>(?:<Number>)?([^<]+)(?:<\/Number>)?<\/Dial>/.exec(markup)?.[1] : undefined);
 
 async function joined(line: { open(): Promise<void>; sync(): Promise<void> } & ConstructorParameters<typeof SimulatedPhone>[0], clock: ManualClock, callId: number) {
   await line.open();

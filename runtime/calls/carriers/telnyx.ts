@@ -1,6 +1,6 @@
 import { telnyxFormat } from '../../voice/serializers/telnyx.js';
 import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './types.js';
-import { HANG_UP_TWIML, dialTwiml, sayAndHangUpTwiml, xml } from './twilio.js';
+import { HANG_UP_TWIML, sayAndHangUpTwiml, xml } from './twilio.js';
 
 /**
  * Telnyx through TeXML, its TwiML-compatible markup: one TeXML application answers inbound calls
@@ -10,13 +10,18 @@ import { HANG_UP_TWIML, dialTwiml, sayAndHangUpTwiml, xml } from './twilio.js';
  * form-encoded status callbacks and the same `AnsweredBy` verdicts, and Telnyx connects the media
  * stream itself once the callee answers (Call Control would need a second application, JSON
  * webhooks and a `streaming_start` command per call). Transfers and hang-ups update the call
- * (`Texml` with `<Dial>`, `Status=completed`).
+ * (`Texml` with `<Dial><Number>`, `Status=completed`).
  */
 
 /** `<Connect><Stream>`: bidirectional RTP (mu-law), the call's id and one-time token in the URL's query. */
 export function streamTexml(streamUrl: string, callId: number, token: string): string {
   const url = `${streamUrl}?${new URLSearchParams({ call_id: String(callId), token })}`;
   return `<?xml version="1.0" encoding="UTF-8"?><Response><Connect><Stream url="${xml(url)}" bidirectionalMode="rtp" bidirectionalCodec="PCMU"/></Connect></Response>`;
+}
+
+/** A transfer: `<Dial>` with the number as a `<Number>` noun, the form TeXML's documentation gives. */
+export function dialTexml(number: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?><Response><Dial><Number>${xml(number)}</Number></Dial></Response>`;
 }
 
 /** An inbound call's answer as TeXML (its `<Say>`, `<Hangup>` and `<Dial>` are TwiML's). */
@@ -84,7 +89,7 @@ export function createTelnyxCarrier(settings: TelnyxSettings): Carrier {
       return { carrierCallId: created.call_sid };
     },
     async transfer(carrierCallId, number) {
-      await post(callPath(carrierCallId), { form: { Texml: dialTwiml(number) } });
+      await post(callPath(carrierCallId), { form: { Texml: dialTexml(number) } });
     },
     async hangUp(carrierCallId) {
       // TeXML ends a call in any state with `completed` (ringing ones included).
