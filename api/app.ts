@@ -24,6 +24,7 @@ import { DOCS_PAGE, openApiDocument } from './openapi.js';
 import { telephonyRoutes } from './routes/telephony.js';
 import { twilioRoutes } from './routes/carriers/twilio.js';
 import { telnyxRoutes } from './routes/carriers/telnyx.js';
+import { vonageRoutes } from './routes/carriers/vonage.js';
 import { plivoRoutes } from './routes/carriers/plivo.js';
 import { recordingRoutes } from './routes/recordings.js';
 import { mediaSocket } from './sockets/media.js';
@@ -56,6 +57,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...telephonyRoutes(services.voice, { perIp }),
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl() }),
     ...telnyxRoutes(services.voice, { publicKey: config.telnyxPublicKey }),
+    ...vonageRoutes(services.voice, { signatureSecret: config.vonageSignatureSecret, applicationId: config.vonage?.applicationId }),
     ...plivoRoutes(services.voice, { authToken: config.plivoAuthToken, publicUrl: () => runtime.publicUrl() }),
     ...webhookRoutes(services.webhooks),
     ...recordingRoutes(services.calls),

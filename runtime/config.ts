@@ -1,3 +1,5 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 
@@ -84,6 +86,14 @@ export interface Config {
    * set, Telnyx webhooks must carry a valid `telnyx-signature-ed25519` at most 5 minutes old.
    */
   readonly telnyxPublicKey: string | undefined;
+  /**
+   * VONAGE_APPLICATION_ID + VONAGE_PRIVATE_KEY (+ VONAGE_API_URL): calls through Vonage's Voice API
+   * (both or neither); without them the loopback carrier. The key is the application's RSA private
+   * key, as PEM text or the path of the PEM file Vonage's dashboard downloads.
+   */
+  readonly vonage: { readonly applicationId: string; readonly privateKey: KeyObject; readonly apiUrl: string } | undefined;
+  /** VONAGE_SIGNATURE_SECRET: when set, Vonage webhooks must carry a valid signed JWT (HS256) at most 5 minutes old. */
+  readonly vonageSignatureSecret: string | undefined;
   /** PLIVO_AUTH_ID + PLIVO_AUTH_TOKEN (+ PLIVO_API_URL): calls through Plivo's Call API; without them the loopback carrier. */
   readonly plivo: { readonly authId: string; readonly authToken: string; readonly apiUrl: string } | undefined;
   /** PLIVO_AUTH_TOKEN: when set, Plivo's webhooks must carry a valid `X-Plivo-Signature-V3` (with its nonce). */
@@ -218,6 +228,37 @@ function ed25519Key(env: Env, name: string): string | undefined {
   return raw;
 }
 
+function vonageConfig(env: Env): Config['vonage'] {
+  const applicationId = text(env, 'VONAGE_APPLICATION_ID');
+  const key = text(env, 'VONAGE_PRIVATE_KEY');
+  if (!applicationId && !key) return undefined;
+  // One without the other: a carrier half configured would take numbers it cannot call from.
+  if (!applicationId) throw new ConfigError('VONAGE_APPLICATION_ID', 'must be set with VONAGE_PRIVATE_KEY');
+  if (!key) throw new ConfigError('VONAGE_PRIVATE_KEY', 'must be set with VONAGE_APPLICATION_ID');
+  return { applicationId, privateKey: rsaPrivateKey('VONAGE_PRIVATE_KEY', key), apiUrl: (url(env, 'VONAGE_API_URL', ['https:', 'http:']) ?? 'https://api.nexmo.com').replace(/\/+$/, '') };
+}
+
+/** An RSA private key: PEM text (escaped `\n` line breaks allowed, as one-line settings write them), or the path of a PEM file. */
+function rsaPrivateKey(name: string, value: string): KeyObject {
+  let pem = value;
+  if (!value.startsWith('-----BEGIN')) {
+    try {
+      pem = readFileSync(value, 'utf8');
+    } catch (error) {
+      // The value is not echoed: it may be a key pasted without its PEM lines.
+      throw new ConfigError(name, `expected PEM text or the path of a readable PEM file (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+    }
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(pem.replace(/\\n/g, '\n'));
+  } catch {
+    throw new ConfigError(name, 'is not a PEM private key');
+  }
+  if (key.asymmetricKeyType !== 'rsa') throw new ConfigError(name, `expected an RSA key, got ${key.asymmetricKeyType ?? 'another kind'}`);
+  return key;
+}
+
 function plivoConfig(env: Env): Config['plivo'] {
   const authId = text(env, 'PLIVO_AUTH_ID');
   const authToken = text(env, 'PLIVO_AUTH_TOKEN');
@@ -310,6 +351,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     twilioAuthToken: overrides.twilioAuthToken ?? text(env, 'TWILIO_AUTH_TOKEN'),
     telnyx: overrides.telnyx ?? telnyxConfig(env),
     telnyxPublicKey: overrides.telnyxPublicKey ?? ed25519Key(env, 'TELNYX_PUBLIC_KEY'),
+    vonage: overrides.vonage ?? vonageConfig(env),
+    vonageSignatureSecret: overrides.vonageSignatureSecret ?? text(env, 'VONAGE_SIGNATURE_SECRET'),
     plivo: overrides.plivo ?? plivoConfig(env),
     plivoAuthToken: overrides.plivoAuthToken ?? text(env, 'PLIVO_AUTH_TOKEN'),
     speech: overrides.speech ?? speechConfig(env),

@@ -5,8 +5,9 @@ import { CARRIER_RIGS, type CarrierRig, type PlacedCall } from './helpers/carrie
 import { agentBusy, endedCall, voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
 /**
- * The same calls over every carrier (a row per carrier: Twilio, Telnyx, Plivo), each through a fake
- * of the carrier speaking its wire protocols (REST API, signed webhooks, media-stream phone):
+ * The same calls over every carrier (a row per carrier: Twilio, Telnyx, Vonage, Plivo), each
+ * through a fake of the carrier speaking its wire protocols (REST API, signed webhooks,
+ * media-stream phone):
  * 1. A number records its carrier; another carrier's webhook for it finds no assistant. A number
  *    rented naming a carrier records that one; an unknown carrier is refused (422).
  * 2. An inbound call: the signed voice webhook is answered with markup, the carrier's phone joins
@@ -37,8 +38,10 @@ async function callIn(t: Test, rig: CarrierRig, s: VoiceSetup, script: string[])
   const carrierCallId = rig.callSid();
   const answer = await rig.inbound(s.api, { to: s.number, from: CALLER, carrierCallId });
   t.equal(answer.status, 200, 'the voice webhook is answered');
-  t.match(answer.headers.get('content-type'), /^text\/xml/);
-  const { phone, callId } = await rig.connect(String(answer.body), { carrierCallId, from: CALLER, to: s.number }, s.clock);
+  t.match(answer.headers.get('content-type'), rig.markupType);
+  // A JSON answer (Vonage's NCCO) arrives parsed; markup is handed to the carrier's phone as text.
+  const markup = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+  const { phone, callId } = await rig.connect(markup, { carrierCallId, from: CALLER, to: s.number }, s.clock);
   s.scripts.set(callId, script);
   phone.busy = agentBusy(s, callId);
   return { phone, callId, carrierCallId };

@@ -4,9 +4,11 @@ import { twilioSignature } from '../../api/routes/carriers/twilio.js';
 import { MediaStreamPhone } from '../../runtime/calls/carriers/loopback.js';
 import type { ManualClock } from '../../runtime/clock.js';
 import type { Config } from '../../runtime/config.js';
+import { vonageNumber } from '../../runtime/calls/carriers/vonage.js';
 import { plivoDial, plivoStream, PlivoPhone, startFakePlivo } from '../fakes/plivo.js';
 import { startFakeTelnyx, telnyxCallSid, texmlStream, TelnyxPhone } from '../fakes/telnyx.js';
 import { startFakeTwilio } from '../fakes/twilio.js';
+import { startFakeVonage, vonageUuid, VonagePhone } from '../fakes/vonage.js';
 import { SimulatedPhone } from './phone.js';
 import type { ApiResult, TestPlatform } from './platform.js';
 
@@ -45,18 +47,24 @@ export interface CallUpdate {
 }
 
 export interface CarrierRig {
-  readonly name: 'twilio' | 'telnyx' | 'plivo';
+  readonly name: 'twilio' | 'telnyx' | 'vonage' | 'plivo';
   /** The carrier's credentials at its fake, webhook signatures required. */
   readonly config: Partial<Config>;
   /** The signings a webhook is refused for (403). */
   readonly refused: readonly Signing[];
   /** The status a call given up while ringing is set to. */
   readonly ringingHangUp: string;
+  /** The content type of the carrier's markup (TwiML and its dialects are XML, Vonage's NCCO JSON). */
+  readonly markupType: RegExp;
   /** A new call id as the carrier writes them. */
   callSid(): string;
   /** The carrier's voice webhook for a call from `from` to `to`. */
   inbound(api: TestPlatform, call: { to: string; from: string; carrierCallId: string }, signing?: Signing): Promise<ApiResult>;
-  /** A status callback for the platform's call `callId` (its status, answering-machine verdict, both or neither, in the carrier's words). */
+  /**
+   * A status callback for the platform's call `callId`: its status, answering-machine verdict, both
+   * or neither, in TwiML's words (`in-progress`, `machine_end_beep`), which a carrier with words of
+   * its own (Vonage) sends in those.
+   */
   status(api: TestPlatform, callId: number, fields: { carrierCallId: string; status?: string; answeredBy?: string }, signing?: Signing): Promise<ApiResult>;
   /** The carrier's phone joins the stream the markup names; resolves once the platform has taken it. */
   connect(markup: string, call: { carrierCallId: string; from: string; to: string }, clock: ManualClock): Promise<{ phone: SimulatedPhone; callId: number }>;
@@ -96,6 +104,7 @@ export async function twilioRig(t: Test): Promise<CarrierRig> {
     config: { twilio: { accountSid, authToken, apiUrl: fake.apiUrl }, twilioAuthToken: authToken },
     refused: ['none', 'tampered'],
     ringingHangUp: 'canceled',
+    markupType: /^text\/xml/,
     // Apart from the fake's own (CA0…): the caller's side of inbound calls.
     callSid: () => `CAf${(++sids).toString(16).padStart(31, '0')}`,
     inbound: (api, call, signing = 'good') => post(api, '/telephony/twilio/inbound', { To: call.to, From: call.from, CallSid: call.carrierCallId, AccountSid: accountSid, Direction: 'inbound', CallStatus: 'ringing' }, signing),
@@ -146,6 +155,7 @@ export async function telnyxRig(t: Test): Promise<CarrierRig> {
     config: { telnyx: { apiKey: fake.apiKey, accountSid: fake.accountSid, connectionId: fake.connectionId, apiUrl: fake.apiUrl }, telnyxPublicKey: fake.publicKey },
     refused: ['none', 'tampered', 'stale'],
     ringingHangUp: 'completed',
+    markupType: /^text\/xml/,
     callSid: telnyxCallSid,
     inbound: (api, call, signing = 'good') =>
       post(api, '/telephony/telnyx/inbound', { AccountSid: fake.accountSid, CallSid: call.carrierCallId, CallSidLegacy: call.carrierCallId, CallStatus: 'ringing', ConnectionId: fake.connectionId, Direction: 'inbound', From: call.from, To: call.to }, signing),
@@ -174,6 +184,59 @@ export async function telnyxRig(t: Test): Promise<CarrierRig> {
   };
 }
 
+/** Vonage's status words for the table's TwiML ones. */
+const VONAGE_STATUSES: Readonly<Record<string, string>> = { 'in-progress': 'answered', 'no-answer': 'timeout', canceled: 'cancelled' };
+
+export async function vonageRig(t: Test): Promise<CarrierRig> {
+  const fake = await startFakeVonage(t);
+  /** Signed as Vonage signs: over the payload (a GET's query fields as JSON), now, too long ago, or over another payload. */
+  function authorization(payload: string, signing: Signing): Record<string, string> {
+    if (signing === 'none') return {};
+    const signed = signing === 'tampered' ? fake.signed(payload.replace(/"uuid":"/, '"uuid":"x')) : fake.signed(payload, signing === 'stale' ? Date.now() - 6 * 60_000 : undefined);
+    return { authorization: signed };
+  }
+  return {
+    name: 'vonage',
+    config: { vonage: { applicationId: fake.applicationId, privateKey: fake.privateKey, apiUrl: fake.apiUrl }, vonageSignatureSecret: fake.signatureSecret },
+    refused: ['none', 'tampered', 'stale'],
+    ringingHangUp: 'hangup',
+    markupType: /^application\/json/,
+    callSid: vonageUuid,
+    // The answer URL as Vonage calls it by default: a GET with the call in the query string.
+    inbound(api, call, signing = 'good') {
+      const query = { to: vonageNumber(call.to), from: vonageNumber(call.from), endpoint_type: 'phone', uuid: call.carrierCallId, conversation_uuid: `CON-${call.carrierCallId}` };
+      return api.request('GET', `/telephony/vonage/inbound?${new URLSearchParams(query)}`, { headers: authorization(JSON.stringify(query), signing) });
+    },
+    status(api, callId, fields, signing = 'good') {
+      const event: Record<string, string> = { uuid: fields.carrierCallId, conversation_uuid: `CON-${fields.carrierCallId}`, direction: 'outbound', timestamp: new Date().toISOString() };
+      // A machine-detection verdict is an event of its own, its `status` the verdict.
+      if (fields.answeredBy) Object.assign(event, /^machine|^fax/.test(fields.answeredBy) ? { status: 'machine', sub_state: 'beep_start' } : { status: fields.answeredBy });
+      else if (fields.status) event.status = VONAGE_STATUSES[fields.status] ?? fields.status;
+      const body = JSON.stringify(event);
+      return api.request('POST', `/telephony/vonage/status?call_id=${callId}`, { raw: body, headers: { 'content-type': 'application/json', ...authorization(body, signing) } });
+    },
+    connect(markup, _call, clock) {
+      const endpoint = (JSON.parse(markup) as Array<{ action: string; endpoint?: Array<{ type: string; uri: string; 'content-type': string; headers: Record<string, string> }> }>)
+        .find((action) => action.action === 'connect')?.endpoint?.find((e) => e.type === 'websocket');
+      if (!endpoint || endpoint['content-type'] !== 'audio/l16;rate=16000') throw new Error(`no 16 kHz websocket in the NCCO: ${markup}`);
+      return joined(new VonagePhone(endpoint.uri, endpoint.headers), clock, Number(endpoint.headers.call_id));
+    },
+    placed: () =>
+      fake.requests.flatMap((request) => {
+        const json = request.json as { to: Array<{ number: string }>; from: { number: string }; ncco: unknown; event_url: string[]; advanced_machine_detection?: unknown } | undefined;
+        if (!request.uuid || !json) return [];
+        return [{ carrierCallId: request.uuid, to: `+${json.to[0]!.number}`, from: `+${json.from.number}`, markup: JSON.stringify(json.ncco), statusUrl: json.event_url[0]!, amdUrl: json.advanced_machine_detection ? json.event_url[0] : undefined }];
+      }),
+    updates: () =>
+      fake.requests.flatMap((request) => {
+        const uuid = /^\/v1\/calls\/([\w-]+)$/.exec(request.path)?.[1];
+        if (request.method !== 'PUT' || !uuid || !request.json) return [];
+        const dialled = (request.json.destination as { ncco?: Array<{ endpoint?: Array<{ number?: string }> }> } | undefined)?.ncco?.[0]?.endpoint?.[0]?.number;
+        return [{ carrierCallId: uuid, dial: dialled && `+${dialled}`, status: request.json.action === 'hangup' ? 'hangup' : undefined }];
+      }),
+  };
+}
+
 /**
  * Plivo: numbers in its webhooks and Call API are E.164 digits without the `+`; a placed call's
  * XML is fetched from its answer URL when the callee answers, and a transfer's from its
@@ -197,6 +260,7 @@ export async function plivoRig(t: Test): Promise<CarrierRig> {
     // V3 signatures carry a nonce, no timestamp: nothing to be stale.
     refused: ['none', 'tampered'],
     ringingHangUp: 'hangup',
+    markupType: /^text\/xml/,
     callSid: () => randomUUID(),
     inbound(api, call, signing = 'good') {
       calls.set(call.carrierCallId, { from: call.from, to: call.to, direction: 'inbound' });
@@ -238,5 +302,6 @@ export async function plivoRig(t: Test): Promise<CarrierRig> {
 export const CARRIER_RIGS: ReadonlyArray<{ readonly name: CarrierRig['name']; start(t: Test): Promise<CarrierRig> }> = [
   { name: 'twilio', start: twilioRig },
   { name: 'telnyx', start: telnyxRig },
+  { name: 'vonage', start: vonageRig },
   { name: 'plivo', start: plivoRig },
 ];

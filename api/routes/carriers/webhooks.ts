@@ -25,7 +25,16 @@ export function formOf(req: ApiRequest): URLSearchParams {
 
 /** A form field of a carrier webhook; one no carrier would send (too long, a null character) is a 422. */
 export function formField(params: URLSearchParams, name: string): string {
-  const value = params.get(name) ?? '';
+  return fieldValue(name, params.get(name) ?? '');
+}
+
+/** A field of a JSON webhook body (or of a query string as an object): a string or number, else empty; checked as `formField`. */
+export function jsonField(body: unknown, name: string): string {
+  const value = body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[name] : undefined;
+  return fieldValue(name, typeof value === 'string' ? value : typeof value === 'number' ? String(value) : '');
+}
+
+function fieldValue(name: string, value: string): string {
   if (value.length > MAX_FORM_VALUE || value.includes('\u0000')) throw ValidationError.field(name, `The ${name} field is invalid.`);
   return value;
 }
