@@ -190,7 +190,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
-  const carriers = createCarriers({ twilio: config.twilio }, voiceLogger, options.carrier);
+  const carriers = createCarriers({ twilio: config.twilio, telnyx: config.telnyx, vonage: config.vonage, plivo: config.plivo && { ...config.plivo, publicUrl } }, voiceLogger, options.carrier);
   const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, onDone: () => webhookWorker.wake() });
   const voice = createVoiceService({
     pool: db,
