@@ -45,6 +45,8 @@ export class CallSession {
   private language: Language;
   /** The caller's last turn, for the voice-to-voice latency of the answer to it. */
   private probe: { since: number; silence: number } | undefined;
+  /** The call is being handed to another number: its stream ending is the transfer's doing. */
+  private transferring = false;
   /** A realtime call's caller turn whose words the model has not transcribed yet. */
   private pendingUserEntry: TranscriptEntry | undefined;
 
@@ -112,7 +114,11 @@ export class CallSession {
   }
 
   send(event: CallEvent): void {
-    if (!this.ended) this.actor.send(event);
+    if (this.ended) return;
+    // A transfer ends the stream at the carrier, perhaps before the carrier has answered the
+    // transfer: that is the transfer done, not the caller hanging up.
+    if (this.transferring && (event.type === 'CALLER_HUNG_UP' || event.type === 'CONNECTION_LOST')) this.actor.send({ type: 'CARRIER_COMPLETED' });
+    else this.actor.send(event);
   }
 
   /** Opens provider connections early (while the phone rings), so the first turn pays no connect time. */
@@ -253,6 +259,7 @@ export class CallSession {
     if (signal.aborted) return;
     this.finishResponse(false);
     if (outcome.transfer) {
+      this.transferring = true;
       await this.hooks.transfer(outcome.transfer).catch((error: unknown) => this.logger.warn({ err: error, callId: this.spec.callId }, 'transfer failed'));
       sendBack({ type: 'RESPONSE_DONE', outcome: { end: 'completed' } });
       return;
