@@ -23,6 +23,9 @@ import { metricsRoutes } from './routes/metrics.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
 import { telephonyRoutes } from './routes/telephony.js';
 import { twilioRoutes } from './routes/carriers/twilio.js';
+import { telnyxRoutes } from './routes/carriers/telnyx.js';
+import { vonageRoutes } from './routes/carriers/vonage.js';
+import { plivoRoutes } from './routes/carriers/plivo.js';
 import { recordingRoutes } from './routes/recordings.js';
 import { mediaSocket } from './sockets/media.js';
 import { browserFormat } from '../runtime/voice/serializers/browser.js';
@@ -53,6 +56,9 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...callRoutes(services.calls, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl() }),
+    ...telnyxRoutes(services.voice, { publicKey: config.telnyxPublicKey }),
+    ...vonageRoutes(services.voice, { signatureSecret: config.vonageSignatureSecret, applicationId: config.vonage?.applicationId }),
+    ...plivoRoutes(services.voice, { authToken: config.plivoAuthToken, publicUrl: () => runtime.publicUrl() }),
     ...webhookRoutes(services.webhooks),
     ...recordingRoutes(services.calls),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),

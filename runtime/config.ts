@@ -1,3 +1,5 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 
@@ -74,6 +76,28 @@ export interface Config {
   readonly twilio: { readonly accountSid: string; readonly authToken: string; readonly apiUrl: string } | undefined;
   /** TWILIO_AUTH_TOKEN: when set, Twilio webhooks must carry a valid `X-Twilio-Signature`. */
   readonly twilioAuthToken: string | undefined;
+  /**
+   * TELNYX_API_KEY + TELNYX_ACCOUNT_SID + TELNYX_CONNECTION_ID (+ TELNYX_API_URL): calls through
+   * Telnyx's TeXML API (all three or none); without them the loopback carrier.
+   */
+  readonly telnyx: { readonly apiKey: string; readonly accountSid: string; readonly connectionId: string; readonly apiUrl: string } | undefined;
+  /**
+   * TELNYX_PUBLIC_KEY: the account's Ed25519 public key, base64 as Telnyx's portal shows it; when
+   * set, Telnyx webhooks must carry a valid `telnyx-signature-ed25519` at most 5 minutes old.
+   */
+  readonly telnyxPublicKey: string | undefined;
+  /**
+   * VONAGE_APPLICATION_ID + VONAGE_PRIVATE_KEY (+ VONAGE_API_URL): calls through Vonage's Voice API
+   * (both or neither); without them the loopback carrier. The key is the application's RSA private
+   * key, as PEM text or the path of the PEM file Vonage's dashboard downloads.
+   */
+  readonly vonage: { readonly applicationId: string; readonly privateKey: KeyObject; readonly apiUrl: string } | undefined;
+  /** VONAGE_SIGNATURE_SECRET: when set, Vonage webhooks must carry a valid signed JWT (HS256) at most 5 minutes old. */
+  readonly vonageSignatureSecret: string | undefined;
+  /** PLIVO_AUTH_ID + PLIVO_AUTH_TOKEN (+ PLIVO_API_URL): calls through Plivo's Call API; without them the loopback carrier. */
+  readonly plivo: { readonly authId: string; readonly authToken: string; readonly apiUrl: string } | undefined;
+  /** PLIVO_AUTH_TOKEN: when set, Plivo's webhooks must carry a valid `X-Plivo-Signature-V3` (with its nonce). */
+  readonly plivoAuthToken: string | undefined;
   /** Speech vendors with a key (DEEPGRAM_*, ELEVENLABS_*, OPENAI_* for TTS and realtime); others are served by `dev`. */
   readonly speech: SpeechVendors;
   /** CALCOM_API_URL: the Cal.com API for the calendar tool. @defaultValue https://api.cal.com */
@@ -186,6 +210,64 @@ function twilioConfig(env: Env): Config['twilio'] {
   return { accountSid, authToken, apiUrl: (url(env, 'TWILIO_API_URL', ['https:', 'http:']) ?? 'https://api.twilio.com').replace(/\/+$/, '') };
 }
 
+function telnyxConfig(env: Env): Config['telnyx'] {
+  const names = ['TELNYX_API_KEY', 'TELNYX_ACCOUNT_SID', 'TELNYX_CONNECTION_ID'] as const;
+  const [apiKey, accountSid, connectionId] = names.map((name) => text(env, name));
+  if (!apiKey && !accountSid && !connectionId) return undefined;
+  // Some but not all: a carrier half configured would place calls it cannot hang up.
+  const missing = names.find((name) => !text(env, name));
+  if (missing) throw new ConfigError(missing, `must be set with ${names.filter((name) => name !== missing).join(' and ')}`);
+  return { apiKey: apiKey!, accountSid: accountSid!, connectionId: connectionId!, apiUrl: (url(env, 'TELNYX_API_URL', ['https:', 'http:']) ?? 'https://api.telnyx.com').replace(/\/+$/, '') };
+}
+
+/** An Ed25519 public key: 32 bytes in base64. */
+function ed25519Key(env: Env, name: string): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(raw) || Buffer.from(raw, 'base64').length !== 32) throw new ConfigError(name, 'expected an Ed25519 public key: 32 bytes in base64');
+  return raw;
+}
+
+function vonageConfig(env: Env): Config['vonage'] {
+  const applicationId = text(env, 'VONAGE_APPLICATION_ID');
+  const key = text(env, 'VONAGE_PRIVATE_KEY');
+  if (!applicationId && !key) return undefined;
+  // One without the other: a carrier half configured would take numbers it cannot call from.
+  if (!applicationId) throw new ConfigError('VONAGE_APPLICATION_ID', 'must be set with VONAGE_PRIVATE_KEY');
+  if (!key) throw new ConfigError('VONAGE_PRIVATE_KEY', 'must be set with VONAGE_APPLICATION_ID');
+  return { applicationId, privateKey: rsaPrivateKey('VONAGE_PRIVATE_KEY', key), apiUrl: (url(env, 'VONAGE_API_URL', ['https:', 'http:']) ?? 'https://api.nexmo.com').replace(/\/+$/, '') };
+}
+
+/** An RSA private key: PEM text (escaped `\n` line breaks allowed, as one-line settings write them), or the path of a PEM file. */
+function rsaPrivateKey(name: string, value: string): KeyObject {
+  let pem = value;
+  if (!value.startsWith('-----BEGIN')) {
+    try {
+      pem = readFileSync(value, 'utf8');
+    } catch (error) {
+      // The value is not echoed: it may be a key pasted without its PEM lines.
+      throw new ConfigError(name, `expected PEM text or the path of a readable PEM file (${(error as NodeJS.ErrnoException).code ?? 'unreadable'})`);
+    }
+  }
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(pem.replace(/\\n/g, '\n'));
+  } catch {
+    throw new ConfigError(name, 'is not a PEM private key');
+  }
+  if (key.asymmetricKeyType !== 'rsa') throw new ConfigError(name, `expected an RSA key, got ${key.asymmetricKeyType ?? 'another kind'}`);
+  return key;
+}
+
+function plivoConfig(env: Env): Config['plivo'] {
+  const authId = text(env, 'PLIVO_AUTH_ID');
+  const authToken = text(env, 'PLIVO_AUTH_TOKEN');
+  // The token alone only checks webhook signatures; the id alone could place no call.
+  if (authId && !authToken) throw new ConfigError('PLIVO_AUTH_TOKEN', 'must be set with PLIVO_AUTH_ID');
+  if (!authId || !authToken) return undefined;
+  return { authId, authToken, apiUrl: (url(env, 'PLIVO_API_URL', ['https:', 'http:']) ?? 'https://api.plivo.com').replace(/\/+$/, '') };
+}
+
 function speechConfig(env: Env): SpeechVendors {
   const vendors: { -readonly [K in keyof SpeechVendors]: SpeechVendors[K] } = {};
   const deepgram = text(env, 'DEEPGRAM_API_KEY');
@@ -267,6 +349,12 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     embeddedPostgresSettings: overrides.embeddedPostgresSettings ?? {},
     twilio: overrides.twilio ?? twilioConfig(env),
     twilioAuthToken: overrides.twilioAuthToken ?? text(env, 'TWILIO_AUTH_TOKEN'),
+    telnyx: overrides.telnyx ?? telnyxConfig(env),
+    telnyxPublicKey: overrides.telnyxPublicKey ?? ed25519Key(env, 'TELNYX_PUBLIC_KEY'),
+    vonage: overrides.vonage ?? vonageConfig(env),
+    vonageSignatureSecret: overrides.vonageSignatureSecret ?? text(env, 'VONAGE_SIGNATURE_SECRET'),
+    plivo: overrides.plivo ?? plivoConfig(env),
+    plivoAuthToken: overrides.plivoAuthToken ?? text(env, 'PLIVO_AUTH_TOKEN'),
     speech: overrides.speech ?? speechConfig(env),
     calendarApiUrl: (overrides.calendarApiUrl ?? url(env, 'CALCOM_API_URL', ['https:', 'http:']) ?? 'https://api.cal.com').replace(/\/+$/, ''),
     shutdownGraceMs: overrides.shutdownGraceMs ?? integer(env, 'SHUTDOWN_GRACE_SECONDS', 0, 3600, configDefaults.shutdownGraceMs / 1000) * 1000,

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { sql, type DatabasePool } from 'slonik';
-import { z } from 'zod';
+import type { DatabasePool } from 'slonik';
+import { jobQueueDepth } from './knowledge/jobs.js';
+import { debitsByKind } from './ledger/repository.js';
 
 /**
  * Prometheus metrics of one process. Counts that the database knows exactly across processes
@@ -63,15 +64,12 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
   });
   const turns = new Counter({ name: 'call_turns_total', help: 'Caller turns by engine mode', labelNames: ['mode'], registers: [registry] });
   const interruptions = new Counter({ name: 'call_interruptions_total', help: 'Caller barge-ins that stopped the agent, by engine mode', labelNames: ['mode'], registers: [registry] });
-  const queue = z.object({ depth: z.number(), oldest: z.number().nullable() });
   new Gauge({
     name: 'document_job_queue_depth',
     help: 'Document ingestion jobs pending or running',
     registers: [registry],
     async collect() {
-      const row = await options.pool.one(sql.type(queue)`
-        SELECT count(*)::int AS depth, extract(epoch FROM now() - min(created_at))::float8 AS oldest
-        FROM document_jobs WHERE status IN ('pending', 'running')`);
+      const row = await jobQueueDepth(options.pool);
       this.set(row.depth);
       oldest.set(row.oldest ?? 0);
     },
@@ -83,8 +81,7 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
     labelNames: ['kind'],
     registers: [registry],
     async collect() {
-      const rows = await options.pool.any(sql.type(z.object({ kind: z.string(), total: z.number() }))`
-        SELECT kind, (-sum(amount))::float8 AS total FROM ledger_entries WHERE amount < 0 GROUP BY kind`);
+      const rows = await debitsByKind(options.pool);
       this.reset();
       for (const row of rows) this.set({ kind: row.kind }, row.total);
     },

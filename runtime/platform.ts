@@ -1,7 +1,4 @@
 import { join } from 'node:path';
-import pg from 'pg';
-import { sql } from 'slonik';
-import { z } from 'zod';
 import { createApiKeyService } from './apiKeys/service.js';
 import { within } from './bounded.js';
 import { createAuthService } from './auth/service.js';
@@ -11,6 +8,7 @@ import type { Logger } from './logger.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './store/embedded.js';
 import { migrate } from './store/migrate.js';
 import { createDatabasePool, type DatabasePool } from './store/pool.js';
+import { ensureDatabase, ping } from './store/database.js';
 import { createAdminService } from './users/admin.js';
 import { createKnowledgeService } from './knowledge/service.js';
 import { createToolService } from './tools/service.js';
@@ -34,8 +32,7 @@ import { systemClock, type Clock } from './clock.js';
 import { createVoiceService, type VoiceService } from './calls/live.js';
 import { createCarriers } from './calls/carriers/index.js';
 import type { Carrier } from './calls/carriers/types.js';
-import { createSpeechRegistry, type SpeechOverrides } from './voice/providers/registry.js';
-import { speechAdapters } from './voice/providers/adapters.js';
+import { createSpeechRegistry, speechAdapters, type SpeechOverrides } from './voice/providers/registry.js';
 import { recordingSecret, recordingUrl } from './calls/recording.js';
 import { createEvaluator, type Evaluator } from './calls/evaluation.js';
 import { callForIndex } from './calls/repository.js';
@@ -204,7 +201,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
-  const carriers = createCarriers({ twilio: config.twilio }, voiceLogger, clock, options.carrier);
+  const carriers = createCarriers({ twilio: config.twilio, telnyx: config.telnyx, vonage: config.vonage, plivo: config.plivo && { ...config.plivo, publicUrl } }, voiceLogger, clock, options.carrier);
   const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, onDone: () => webhookWorker.wake() });
   const voice = createVoiceService({
     pool: db,
@@ -279,7 +276,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     embeddedDirectory: embedded ? join(config.dataDir, 'postgres') : undefined,
     async health() {
       if (stopping) return 'stopping';
-      const probe = db.oneFirst(sql.type(z.object({ ok: z.number() }))`SELECT 1 AS ok`).then(
+      const probe = ping(db).then(
         () => true,
         () => false,
       );
@@ -325,15 +322,4 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       await embedded?.stop();
     },
   };
-}
-
-async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    if (exists.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
-  } finally {
-    await client.end();
-  }
 }

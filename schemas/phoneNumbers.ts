@@ -12,7 +12,7 @@ export const searchNumbersSchema = compileSchema<{ country_code?: string; contai
 });
 
 /** The carriers a number may be rented from or registered with. */
-export const CARRIERS = ['twilio'] as const;
+export const CARRIERS = ['twilio', 'telnyx', 'vonage', 'plivo'] as const;
 
 export const phoneNumberSchema = compileSchema<{ phone_number: string; carrier?: (typeof CARRIERS)[number] }>({
   phone_number: text({ max: 16, pattern: E164, patternMessage: E164_MESSAGE }),

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import t from 'tap';
 import { FRAME_SAMPLES, SAMPLE_RATE } from '../runtime/voice/audio.js';
 import { createLoopbackCarrier } from '../runtime/calls/carriers/loopback.js';
@@ -8,7 +9,8 @@ import { startSite } from './helpers/site.js';
 import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
- * Tools during a call: the built-in end_call, call_transfer (with business hours), dtmf_input
+ * Tools during a call: the built-in end_call, call_transfer (with business hours, and a carrier
+ * that ends the stream before it answers the transfer), dtmf_input
  * (tones played into the call) and calendar_integration (Cal.com), keypad input from the caller,
  * and a mid-call custom tool.
  */
@@ -36,6 +38,29 @@ t.test('end_call: the goodbye is played, then the call ends ended_by_assistant',
   const call = await endedCall(s, callId);
   t.equal(call.status, 'ended_by_assistant');
   t.match(call.transcript, /\nuser: Thanks, please end call now\.\nassistant: Here is what I found: .*"ok":true/);
+});
+
+t.test('call_transfer: a carrier that ends the stream before it answers the transfer still completes the call', async (t) => {
+  const loopback = createLoopbackCarrier(() => {});
+  let streamEnds: () => Promise<void> = async () => {};
+  // As Twilio does on a redirect: the media stream stops before the REST call returns.
+  const carrier = { ...loopback, transfer: async (carrierCallId: string, number: string) => {
+    await streamEnds();
+    return loopback.transfer(carrierCallId, number);
+  } };
+  const s = await voiceSetup(t, { tools: [{ type: 'call_transfer', phone_number: '+14155550123', description: 'To a human' }] }, { runtime: { carrier } });
+  const { phone, callId } = await callIn(s, ['Please transfer call to a human.']);
+  streamEnds = async () => {
+    const closed = once(phone.phone.socket, 'close');
+    phone.phone.hangUp();
+    await closed;
+  };
+  await phone.untilAgentDone();
+  await phone.talk(800);
+  await phone.until(() => phone.closed, 10_000, 'the end of the call');
+  const call = await endedCall(s, callId);
+  t.equal(call.status, 'completed', 'transferred, not ended by the customer');
+  t.equal(loopback.transfers.length, 1);
 });
 
 t.test('call_transfer: redirected through the carrier in business hours, refused outside them', async (t) => {

@@ -1,7 +1,9 @@
 /**
  * Configuration from the environment:
  * 1. defaults: port 3000, host 127.0.0.1, ./data, PUBLIC_URL from host and port, level info.
- * 2. explicit values are taken and PUBLIC_URL loses a trailing slash.
+ * 2. explicit values are taken and PUBLIC_URL loses a trailing slash; Telnyx's credentials come
+ *    together or not at all, its webhook key on its own; Plivo's auth id needs its token, the
+ *    token alone checks webhook signatures.
  * 3. each bad value fails with one line naming the variable, and never echoes a password.
  * 4. the server entry exits 1 with that line on a bad value.
  */
@@ -40,6 +42,23 @@ t.test('explicit values', async (t) => {
   t.equal(loadConfig({ PORT: '4000', HOST: 'localhost' }).publicUrl, 'http://localhost:4000');
 });
 
+t.test('Telnyx: key, account and TeXML connection together; the webhook key on its own', async (t) => {
+  t.same([loadConfig({}).telnyx, loadConfig({}).telnyxPublicKey], [undefined, undefined], 'without them the loopback carrier, unsigned webhooks taken');
+  const publicKey = Buffer.alloc(32, 7).toString('base64');
+  const telnyx = { TELNYX_API_KEY: 'KEY0123_abc', TELNYX_ACCOUNT_SID: '0f5a2c3e-6a1b-4c7d-9e8f-0123456789ab', TELNYX_CONNECTION_ID: '1773070540731319841' };
+  t.same(loadConfig({ ...telnyx, TELNYX_PUBLIC_KEY: publicKey }).telnyx, { apiKey: 'KEY0123_abc', accountSid: telnyx.TELNYX_ACCOUNT_SID, connectionId: telnyx.TELNYX_CONNECTION_ID, apiUrl: 'https://api.telnyx.com' });
+  t.equal(loadConfig({ ...telnyx, TELNYX_API_URL: 'http://127.0.0.1:9000/' }).telnyx?.apiUrl, 'http://127.0.0.1:9000');
+  t.equal(loadConfig({ TELNYX_PUBLIC_KEY: publicKey }).telnyxPublicKey, publicKey);
+});
+
+t.test('Plivo: auth id and token together; the token alone checks signatures', async (t) => {
+  t.same([loadConfig({}).plivo, loadConfig({}).plivoAuthToken], [undefined, undefined], 'without them the loopback carrier, unsigned webhooks taken');
+  t.same(loadConfig({ PLIVO_AUTH_ID: 'MAXXXXXXXXXXXXXXXXXX', PLIVO_AUTH_TOKEN: 'secret' }).plivo, { authId: 'MAXXXXXXXXXXXXXXXXXX', authToken: 'secret', apiUrl: 'https://api.plivo.com' });
+  t.equal(loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'secret', PLIVO_API_URL: 'http://127.0.0.1:9000/' }).plivo?.apiUrl, 'http://127.0.0.1:9000');
+  const tokenOnly = loadConfig({ PLIVO_AUTH_TOKEN: 'secret' });
+  t.same([tokenOnly.plivo, tokenOnly.plivoAuthToken], [undefined, 'secret']);
+});
+
 t.test('bad values name the variable', async (t) => {
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ PORT: 'abc' }, /^Invalid PORT: expected an integer from 0 to 65535, got "abc"$/],
@@ -56,6 +75,11 @@ t.test('bad values name the variable', async (t) => {
     [{ CALL_HEARTBEAT_MS: '10' }, /^Invalid CALL_HEARTBEAT_MS: expected an integer from 100 to 60000/],
     [{ CALL_HEARTBEAT_MS: '1000', CALL_ORPHAN_AFTER_MS: '2000' }, /^Invalid CALL_ORPHAN_AFTER_MS: must be at least three heartbeats \(3 × CALL_HEARTBEAT_MS = 3000\), got "2000"$/],
     [{ CALL_SWEEP_MS: 'often' }, /^Invalid CALL_SWEEP_MS/],
+    [{ TELNYX_API_KEY: 'KEY0123_abc', TELNYX_CONNECTION_ID: '1773070540731319841' }, /^Invalid TELNYX_ACCOUNT_SID: must be set with TELNYX_API_KEY and TELNYX_CONNECTION_ID$/],
+    [{ TELNYX_API_KEY: 'k', TELNYX_ACCOUNT_SID: 'a', TELNYX_CONNECTION_ID: 'c', TELNYX_API_URL: 'ftp://x' }, /^Invalid TELNYX_API_URL/],
+    [{ TELNYX_PUBLIC_KEY: Buffer.alloc(31).toString('base64') }, /^Invalid TELNYX_PUBLIC_KEY: expected an Ed25519 public key: 32 bytes in base64$/],
+    [{ PLIVO_AUTH_ID: 'MAXXXXXXXXXXXXXXXXXX' }, /^Invalid PLIVO_AUTH_TOKEN: must be set with PLIVO_AUTH_ID$/],
+    [{ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'x', PLIVO_API_URL: 'ftp://x' }, /^Invalid PLIVO_API_URL/],
   ];
   for (const [env, pattern] of cases) {
     const error = (() => {

@@ -4,7 +4,7 @@ import { callerSpeechFrame } from '../runtime/calls/carriers/loopback.js';
 import { FRAME_SAMPLES } from '../runtime/voice/audio.js';
 import { Hearing, type HearingHooks } from '../runtime/voice/hearing/hearing.js';
 import type { SttOptions, SttProvider } from '../runtime/voice/providers/types.js';
-import type { CallSpec } from '../runtime/voice/session.js';
+import type { CallSpec } from '../runtime/voice/spec.js';
 
 /**
  * The caller's side of a call alone, on scripted timelines of 20 ms frames and transcripts, with

@@ -92,10 +92,17 @@ const rawBodies = [
   { type: 'multipart/form-data; boundary=x', text: '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nx' },
 ];
 
-/** Twilio's form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN: unsigned requests are taken). */
-const twilioForms: Record<string, Record<string, string>> = {
+/** The carriers' form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN, TELNYX_PUBLIC_KEY, VONAGE_SIGNATURE_SECRET nor PLIVO_AUTH_TOKEN: unsigned requests are taken). */
+const carrierForms: Record<string, Record<string, string>> = {
   'POST /api/telephony/twilio/inbound': { To: number.number, From: '+14155550199', CallSid: `CA${'0'.repeat(32)}` },
   'POST /api/telephony/twilio/status': { CallSid: `CA${'0'.repeat(32)}`, CallStatus: 'completed', AnsweredBy: 'human' },
+  'POST /api/telephony/telnyx/inbound': { To: number.number, From: '+14155550199', CallSid: 'v3:0000-telnyx' },
+  'POST /api/telephony/telnyx/status': { CallSid: 'v3:0000-telnyx', CallStatus: 'completed', AnsweredBy: 'machine_end_beep' },
+  // Vonage posts JSON; a form body reaches the same fields.
+  'POST /api/telephony/vonage/inbound': { to: number.number.slice(1), from: '14155550199', uuid: '00000000-vonage' },
+  'POST /api/telephony/vonage/status': { uuid: '00000000-vonage', status: 'machine' },
+  'POST /api/telephony/plivo/inbound': { To: number.number.slice(1), From: '14155550199', CallUUID: '00000000-0000-4000-8000-000000000000' },
+  'POST /api/telephony/plivo/status': { CallUUID: '00000000-0000-4000-8000-000000000000', CallStatus: 'completed', Machine: 'false' },
 };
 const hostileFormValues = ['', '\u0000', 'x'.repeat(20_000), '+1', "1'; DROP TABLE calls; --", '%00', 'completed\u0000'];
 
@@ -117,7 +124,7 @@ for (const [template, operations] of Object.entries(doc.paths)) {
     for (const name of query) {
       for (const value of hostileStrings) probes.push({ label: `${key} ?${name}=${value.slice(0, 20)}`, method, path: `${fill()}?${name}=${encodeURIComponent(value)}` });
     }
-    const form = twilioForms[key];
+    const form = carrierForms[key];
     for (const [field, valid] of Object.entries(form ?? {})) {
       for (const value of [...hostileFormValues, valid]) {
         const text = new URLSearchParams({ ...form, [field]: value }).toString();

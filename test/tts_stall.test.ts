@@ -7,7 +7,8 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { Conditions } from './helpers/conditions.js';
-import { createElevenLabsTts, createOpenAiTts } from '../runtime/voice/providers/vendors.js';
+import { createElevenLabsTts } from '../runtime/voice/providers/elevenlabs.js';
+import { createOpenAiTts } from '../runtime/voice/providers/openaiTts.js';
 
 const held: ServerResponse[] = [];
 const holding = new Conditions();

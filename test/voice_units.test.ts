@@ -41,7 +41,7 @@ t.test('the fused media paths equal the step-by-step ones; slab frames are zeroe
     const end = base64Into(bytes, length, target, 2);
     t.equal(Buffer.from(target.subarray(2, end)).toString('latin1'), Buffer.from(bytes).toString('base64'), `base64 of ${length} bytes`);
   }
-  const writer = new MediaMessageWriter('MZ42');
+  const writer = new MediaMessageWriter(mediaPrefix('MZ42'));
   const reference = new Downsampler();
   for (let index = 0; index < 3; index++) {
     const frame = tone(index);

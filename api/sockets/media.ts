@@ -2,7 +2,8 @@ import type uWS from 'uWebSockets.js';
 import type { VoiceService } from '../../runtime/calls/live.js';
 import { FRAME_SAMPLES, allocSamples } from '../../runtime/voice/audio.js';
 import type { MediaCodec, MediaFormat, OutMessage } from '../../runtime/voice/serializers/types.js';
-import type { CallSession, CallTransport } from '../../runtime/voice/session.js';
+import type { CallSession } from '../../runtime/voice/session.js';
+import type { CallTransport } from '../../runtime/voice/spec.js';
 import type { Logger } from '../../runtime/logger.js';
 import { guarded } from './guard.js';
 

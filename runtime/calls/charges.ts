@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js';
 import { callRate, type CallRate } from '../prices.js';
 import { enqueueCallEnded } from '../webhooks/callEnded.js';
 import { chargeCall, numberTariff } from './repository.js';
-import type { CallMode, CallSpec } from '../voice/session.js';
+import type { CallMode, CallSpec } from '../voice/spec.js';
 
 /** The price per second of a call: the engine mode's, plus the carrier's for the platform number it uses. */
 export async function rateOf(db: CommonQueryMethods, userId: number, mode: CallMode, type: CallSpec['type'], assistantNumber: string | null): Promise<CallRate> {

@@ -11,7 +11,7 @@ import type { OutboundFetch } from '../net/outbound.js';
 import { listAssistantTools } from '../tools/repository.js';
 import { builtinFunctions } from '../voice/speaking/builtins.js';
 import type { SpeechRegistry } from '../voice/providers/registry.js';
-import type { CallSpec } from '../voice/session.js';
+import type { CallSpec } from '../voice/spec.js';
 
 /** What a call's spec is read from. */
 export interface CallSpecDeps {

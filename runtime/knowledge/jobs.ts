@@ -98,3 +98,10 @@ export async function releaseJob(db: CommonQueryMethods, job: ClaimedJob): Promi
     UPDATE document_jobs SET status = 'pending', attempts = attempts - 1, claim = NULL, lease_expires_at = NULL, run_after = now(), updated_at = now()
     WHERE ${ownClaim(job)}`);
 }
+
+/** Jobs pending or running, and the age in seconds of the oldest (null when there is none). */
+export async function jobQueueDepth(db: CommonQueryMethods): Promise<{ depth: number; oldest: number | null }> {
+  return db.one(sql.type(z.object({ depth: z.number(), oldest: z.number().nullable() }))`
+    SELECT count(*)::int AS depth, extract(epoch FROM now() - min(created_at))::float8 AS oldest
+    FROM document_jobs WHERE status IN ('pending', 'running')`);
+}

@@ -27,3 +27,14 @@ export async function ledgerSum(db: CommonQueryMethods, userId: number): Promise
   return db.oneFirst(sql.type(z.object({ sum: z.number() }))`
     SELECT coalesce(sum(amount), 0)::numeric AS sum FROM ledger_entries WHERE user_id = ${userId}`);
 }
+
+/** Whether an operator's adjustment with this ledger reference was posted already. */
+export async function adminAdjustmentPosted(db: CommonQueryMethods, reference: string): Promise<boolean> {
+  return db.exists(sql.unsafe`SELECT 1 FROM ledger_entries WHERE reference = ${reference} AND kind IN ('admin_credit', 'admin_debit')`);
+}
+
+/** Every debit ever posted, summed by kind (positive USD), across all users. */
+export async function debitsByKind(db: CommonQueryMethods): Promise<ReadonlyArray<{ kind: string; total: number }>> {
+  return db.any(sql.type(z.object({ kind: z.string(), total: z.number() }))`
+    SELECT kind, (-sum(amount))::float8 AS total FROM ledger_entries WHERE amount < 0 GROUP BY kind`);
+}

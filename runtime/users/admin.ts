@@ -1,5 +1,6 @@
-import { sql, UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
+import { UniqueIntegrityConstraintViolationError, type DatabasePool } from 'slonik';
 import { PlatformError, ValidationError } from '../errors.js';
+import { adminAdjustmentPosted } from '../ledger/repository.js';
 import { postLedgerEntry } from '../ledger/service.js';
 import type { Logger } from '../logger.js';
 import { findUserById, userBalance } from './repository.js';
@@ -17,7 +18,7 @@ export function createAdminService({ pool, logger }: { pool: DatabasePool; logge
       if (!(await findUserById(pool, userId))) throw new PlatformError('user_not_found');
       const ledgerReference = reference === undefined ? null : `${userId}:${reference}`;
       const current = async () => ({ balance: await userBalance(pool, userId), applied: false });
-      if (ledgerReference !== null && (await pool.exists(sql.unsafe`SELECT 1 FROM ledger_entries WHERE reference = ${ledgerReference} AND kind IN ('admin_credit', 'admin_debit')`))) {
+      if (ledgerReference !== null && (await adminAdjustmentPosted(pool, ledgerReference))) {
         return current();
       }
       try {

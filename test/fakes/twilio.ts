@@ -10,7 +10,8 @@ import { Conditions } from '../helpers/conditions.js';
  */
 export interface FakeTwilio {
   readonly apiUrl: string;
-  readonly requests: Array<{ path: string; authorization: string | undefined; form: URLSearchParams }>;
+  /** `sid`: the call a create made. */
+  readonly requests: Array<{ path: string; authorization: string | undefined; form: URLSearchParams; sid?: string }>;
   /** Resolves once `count` requests have arrived (counting from the fake's start). */
   received(count: number): Promise<void>;
   /** Answer the next create with this status (e.g. 400 for an unreachable number). */
@@ -27,7 +28,8 @@ export async function startFakeTwilio(t: Test, accountSid: string, authToken: st
     req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
     req.on('end', () => {
       const form = new URLSearchParams(raw);
-      requests.push({ path: req.url ?? '', authorization: req.headers.authorization, form });
+      const request: FakeTwilio['requests'][number] = { path: req.url ?? '', authorization: req.headers.authorization, form };
+      requests.push(request);
       arrivals.changed();
       const send = (status: number, body: unknown) => {
         res.writeHead(status, { 'content-type': 'application/json' });
@@ -43,6 +45,7 @@ export async function startFakeTwilio(t: Test, accountSid: string, authToken: st
           return send(status, { code: 21217, message: 'Phone number is not a valid phone number', status });
         }
         const sid = `CA${(++calls).toString(16).padStart(32, '0')}`;
+        request.sid = sid;
         return send(201, { sid, status: 'queued', to: form.get('To'), from: form.get('From'), account_sid: accountSid });
       }
       const match = update.exec(req.url ?? '');

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import type { ManualClock } from '../../runtime/clock.js';
-import { FRAME_SAMPLES, bytesToSamples, levelDb, samplesToBytes } from '../../runtime/voice/audio.js';
+import { Downsampler, FRAME_SAMPLES, Upsampler, bytesToSamples, levelDb, mulawEncode, samplesToBytes } from '../../runtime/voice/audio.js';
 import { MediaStreamPhone, callerSpeechFrame, pingPong, type PhoneEvents } from '../../runtime/calls/carriers/loopback.js';
 
 /** What the simulated caller needs of a connection: the Twilio media stream or a web call socket. */
@@ -12,6 +12,70 @@ export interface PhoneLine extends EventEmitter<PhoneEvents> {
   dtmf(digit: string): void;
   hangUp(): void;
   sync(): Promise<void>;
+}
+
+/** Resolves once `socket` is open; rejects when the upgrade is refused (with its status) or fails. */
+export function opened(socket: WebSocket): Promise<void> {
+  return new Promise((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
+    socket.once('error', reject);
+  });
+}
+
+/**
+ * A phone on a carrier's side of a JSON media stream carrying 8 kHz mu-law (Telnyx's, Plivo's):
+ * the socket, ordered sends, the audio codec both ways and ping-pong sync; each carrier's phone
+ * reads the messages in `receive` and writes its own `start`, `media`, `dtmf` and hang-up. Binary
+ * messages, and those `receive` does not expect, are kept in `unexpected`.
+ */
+export abstract class JsonStreamLine extends EventEmitter<PhoneEvents> implements PhoneLine {
+  readonly socket: WebSocket;
+  /** Echo marks back (as the carrier does once the audio before them has played). */
+  echoMarks = true;
+  closed = false;
+  readonly unexpected: unknown[] = [];
+  private readonly down = new Downsampler();
+  private readonly up = new Upsampler();
+
+  constructor(url: string) {
+    super();
+    this.socket = new WebSocket(url);
+    this.socket.on('message', (data, isBinary) => {
+      if (isBinary) this.unexpected.push(data);
+      else this.receive(JSON.parse(data.toString()) as Record<string, unknown>);
+    });
+    this.socket.on('close', (code) => {
+      this.closed = true;
+      this.emit('close', code);
+    });
+    this.socket.on('error', () => {});
+  }
+
+  /** One message from the platform, parsed. */
+  protected abstract receive(message: Record<string, unknown>): void;
+
+  /** The agent's audio (base64 of 8 kHz mu-law) heard as 16 kHz PCM16. */
+  protected hear(payload: string): void {
+    this.emit('audio', this.up.processMulaw(Buffer.from(payload, 'base64')));
+  }
+
+  /** One 20 ms frame of the caller (16 kHz PCM16) as base64 of 8 kHz mu-law. */
+  protected encode(frame: Int16Array): string {
+    return mulawEncode(this.down.process(frame)).toString('base64');
+  }
+
+  protected send(message: unknown): void {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
+  }
+
+  abstract speak(frame?: Int16Array): void;
+  abstract dtmf(digit: string): void;
+  abstract hangUp(): void;
+
+  sync(): Promise<void> {
+    return pingPong(this.socket);
+  }
 }
 
 /** The browser side of `/ws/web-call`: binary PCM16 16 kHz frames, JSON control frames. */
@@ -44,11 +108,7 @@ export class WebCallLine extends EventEmitter<PhoneEvents> implements PhoneLine 
   }
 
   open(): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.socket.once('open', () => resolve());
-      this.socket.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
-      this.socket.once('error', reject);
-    });
+    return opened(this.socket);
   }
 
   speak(frame: Int16Array = new Int16Array(FRAME_SAMPLES)): void {

@@ -1,9 +1,16 @@
 import { CARRIERS } from '../../../schemas/phoneNumbers.js';
 import type { Clock } from '../../clock.js';
 import type { Logger } from '../../logger.js';
+import { plivoFormat } from '../../voice/serializers/plivo.js';
+import { telnyxFormat } from '../../voice/serializers/telnyx.js';
+import { twilioFormat } from '../../voice/serializers/twilio.js';
 import type { MediaFormat } from '../../voice/serializers/types.js';
+import { vonageFormat } from '../../voice/serializers/vonage.js';
 import { createLoopbackCarrier, silentPhone } from './loopback.js';
+import { createPlivoCarrier, type PlivoSettings } from './plivo.js';
+import { createTelnyxCarrier, type TelnyxSettings } from './telnyx.js';
 import { createTwilioCarrier, type TwilioSettings } from './twilio.js';
+import { createVonageCarrier, type VonageSettings } from './vonage.js';
 import type { Carrier } from './types.js';
 
 /**
@@ -18,7 +25,13 @@ export type CarrierName = (typeof CARRIERS)[number];
 
 export interface CarrierSettings {
   readonly twilio?: TwilioSettings;
+  readonly telnyx?: TelnyxSettings;
+  readonly vonage?: VonageSettings;
+  readonly plivo?: PlivoSettings;
 }
+
+/** Each carrier's media format, whether or not its credentials are configured. */
+const FORMATS: Readonly<Record<CarrierName, MediaFormat>> = { twilio: twilioFormat, telnyx: telnyxFormat, vonage: vonageFormat, plivo: plivoFormat };
 
 export interface Carriers {
   /** The carrier that serves a number recorded as `name`. */
@@ -35,11 +48,14 @@ export interface Carriers {
 export function createCarriers(settings: CarrierSettings, logger: Logger, clock: Clock, override?: Carrier): Carriers {
   const real = new Map<string, Carrier>();
   if (settings.twilio) real.set('twilio', createTwilioCarrier(settings.twilio));
+  if (settings.telnyx) real.set('telnyx', createTelnyxCarrier(settings.telnyx));
+  if (settings.vonage) real.set('vonage', createVonageCarrier(settings.vonage));
+  if (settings.plivo) real.set('plivo', createPlivoCarrier(settings.plivo));
   const loopback = override ?? createLoopbackCarrier(silentPhone(clock), logger);
   const warned = new Set<string>();
   const configured = CARRIER_NAMES.filter((name) => real.has(name));
   const formats = new Map<string, MediaFormat>();
-  for (const carrier of [...real.values(), loopback]) formats.set(carrier.format.path, carrier.format);
+  for (const format of [...Object.values(FORMATS), loopback.format]) formats.set(format.path, format);
   return {
     of(name) {
       if (override) return override;

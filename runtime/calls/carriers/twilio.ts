@@ -6,7 +6,7 @@ import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './t
  * `<Dial>` for transfers), and the TwiML that answers its webhooks and connects a call's audio to
  * the media-stream socket `/ws/telephony/twilio`.
  */
-const xml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+export const xml = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
 /** `<Connect><Stream>` with the call's id and one-time token as stream parameters. */
 export function streamTwiml(streamUrl: string, parameters: Readonly<Record<string, string>>): string {

@@ -1,7 +1,7 @@
 import type { Clock } from '../../clock.js';
 import { FRAME_MS } from '../audio.js';
 import type { SttStream } from '../providers/types.js';
-import type { CallSpec } from '../session.js';
+import type { CallSpec } from '../spec.js';
 import { NoiseSuppressor } from './denoise.js';
 import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
 

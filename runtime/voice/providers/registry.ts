@@ -1,12 +1,17 @@
-import type { Config } from '../../config.js';
+import type { Config, SpeechVendors } from '../../config.js';
 import type { Logger } from '../../logger.js';
+import { createDeepgramStt } from './deepgram.js';
 import { createDevRealtime, createDevStt, createDevTts, type TranscriptScript } from './dev.js';
-import type { RealtimeProvider, SttProvider, TtsProvider } from './types.js';
+import { createElevenLabsTts } from './elevenlabs.js';
+import { createOpenAiRealtime } from './openaiRealtime.js';
+import { createOpenAiTts } from './openaiTts.js';
+import type { FirstByteProbe, RealtimeProvider, SttProvider, TtsProvider } from './types.js';
 
 /**
  * Which adapter serves a catalog speech provider or realtime model: the vendor's when its key is
  * configured, else the `dev` provider (logged once per provider, so a missing key is visible).
- * Tests and benchmarks may replace any of them.
+ * Tests and benchmarks may replace any of them. This is the one place that maps a provider's
+ * catalog code to its adapter; each vendor's wire protocol is a file of its own beside it.
  */
 
 export interface SpeechOverrides {
@@ -21,6 +26,19 @@ export interface SpeechAdapters {
   readonly stt: Readonly<Record<string, () => SttProvider>>;
   readonly tts: Readonly<Record<string, () => TtsProvider>>;
   readonly realtime: Readonly<Record<string, () => RealtimeProvider>>;
+}
+
+/** The vendor adapters that have keys configured, by catalog provider code. */
+export function speechAdapters(vendors: SpeechVendors, probe?: FirstByteProbe): SpeechAdapters {
+  const { deepgram, elevenlabs, openai } = vendors;
+  return {
+    stt: deepgram ? { deepgram: () => createDeepgramStt(deepgram, probe) } : {},
+    tts: {
+      ...(elevenlabs ? { elevenlabs: () => createElevenLabsTts(elevenlabs, probe) } : {}),
+      ...(openai ? { openai: () => createOpenAiTts(openai, probe) } : {}),
+    },
+    realtime: openai ? { openai: () => createOpenAiRealtime(openai, probe) } : {},
+  };
 }
 
 export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}) {

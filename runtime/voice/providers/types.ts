@@ -137,3 +137,8 @@ export class Resampler {
     return Int16Array.from(out);
   }
 }
+
+/** Told how long a vendor took to its first useful byte (transcript, audio), in milliseconds. */
+export interface FirstByteProbe {
+  (kind: 'stt' | 'tts' | 'realtime', provider: string, ms: number): void;
+}

@@ -1,5 +1,5 @@
 import { Downsampler, FRAME_SAMPLES, Upsampler } from '../audio.js';
-import type { MediaCodec, MediaFormat } from './types.js';
+import type { MediaCodec, MediaEvent, MediaFormat } from './types.js';
 
 /**
  * Twilio's media-stream wire format (`twilioFormat`), and the message handling it shares with the
@@ -98,7 +98,8 @@ const SUFFIX = Buffer.from('"}}');
 /**
  * The outbound `media` messages of one stream: a 16 kHz frame is downsampled, mu-law encoded and
  * base64 written straight into one message buffer, reused for every frame (the socket copies what
- * it sends), so the 50 messages a second of a call allocate nothing.
+ * it sends), so the 50 messages a second of a call allocate nothing. Any JSON format whose media
+ * message ends in `"payload":"<base64>"}}` writes with it (Twilio's, Telnyx's).
  */
 export class MediaMessageWriter {
   private readonly downsampler = new Downsampler();
@@ -106,8 +107,9 @@ export class MediaMessageWriter {
   private readonly message: Buffer;
   private readonly payloadAt: number;
 
-  constructor(streamSid: string, maxSamples = FRAME_SAMPLES) {
-    const prefix = Buffer.from(mediaPrefix(streamSid));
+  /** @param leading the message up to the payload's opening quote, e.g. `mediaPrefix(streamSid)`. */
+  constructor(leading: string, maxSamples = FRAME_SAMPLES) {
+    const prefix = Buffer.from(leading);
     this.mulaw = new Uint8Array(maxSamples >> 1);
     this.message = Buffer.alloc(prefix.length + Math.ceil(this.mulaw.length / 3) * 4 + SUFFIX.length);
     prefix.copy(this.message);
@@ -123,13 +125,56 @@ export class MediaMessageWriter {
   }
 }
 
-interface TwilioMessage {
+/** The fields of a JSON media-stream message that Twilio's and Telnyx's formats share. */
+export interface MulawJsonMessage {
   event?: string;
-  streamSid?: string;
-  start?: { streamSid?: string; callSid?: string; customParameters?: Record<string, string> };
   media?: { payload?: string; track?: string };
   mark?: { name?: string };
   dtmf?: { digit?: string };
+}
+
+/**
+ * One message of a JSON media stream carrying 8 kHz mu-law in `media.payload` (Twilio's, Telnyx's):
+ * the inbound track's audio (the 50 `media` messages a second decoded without parsing the JSON),
+ * echoed marks, digits and `stop`. Any other event goes to `other`, parsed; undefined for what
+ * means nothing to the call. Anyone can open the socket: whatever is not JSON, not an object or
+ * lacks the expected fields is ignored.
+ */
+export function decodeMulawJson<M extends MulawJsonMessage>(
+  message: ArrayBuffer,
+  isBinary: boolean,
+  upsampler: Upsampler,
+  other: (parsed: M) => MediaEvent | undefined = () => undefined,
+): MediaEvent | undefined {
+  if (isBinary) return undefined;
+  const bytes = Buffer.from(message);
+  const payload = mediaPayload(bytes);
+  if (payload) return { type: 'audio', samples: upsampler.processMulaw(payload) };
+  let parsed: M;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8')) as M;
+  } catch {
+    return undefined;
+  }
+  if (parsed === null || typeof parsed !== 'object') return undefined;
+  switch (parsed.event) {
+    case 'media':
+      if (typeof parsed.media?.payload !== 'string' || (parsed.media.track ?? 'inbound') !== 'inbound') return undefined;
+      return { type: 'audio', samples: upsampler.processMulaw(Buffer.from(parsed.media.payload, 'base64')) };
+    case 'mark':
+      return typeof parsed.mark?.name === 'string' ? { type: 'mark', name: parsed.mark.name } : undefined;
+    case 'dtmf':
+      return typeof parsed.dtmf?.digit === 'string' ? { type: 'dtmf', digit: parsed.dtmf.digit } : undefined;
+    case 'stop':
+      return { type: 'stop' };
+    default:
+      return other(parsed);
+  }
+}
+
+interface TwilioMessage extends MulawJsonMessage {
+  streamSid?: string;
+  start?: { streamSid?: string; callSid?: string; customParameters?: Record<string, string> };
 }
 
 /** One Twilio media stream: JSON messages, 8 kHz mu-law in base64 both ways. */
@@ -137,43 +182,21 @@ function twilioCodec(): MediaCodec {
   const upsampler = new Upsampler();
   let streamSid = '';
   let writer: MediaMessageWriter | undefined;
+  function start(parsed: TwilioMessage): MediaEvent | undefined {
+    if (parsed.event !== 'start') return undefined;
+    const params = (typeof parsed.start?.customParameters === 'object' && parsed.start.customParameters) || {};
+    const sid = parsed.start?.streamSid ?? parsed.streamSid;
+    streamSid = typeof sid === 'string' ? sid : '';
+    writer = new MediaMessageWriter(mediaPrefix(streamSid));
+    return { type: 'start', callId: Number(params.call_id), token: String(params.token ?? ''), streamId: streamSid };
+  }
   return {
     decode(message, isBinary) {
-      if (isBinary) return undefined;
-      const bytes = Buffer.from(message);
-      // The 50 `media` messages a second take the fast path, decoded without parsing the JSON.
-      const payload = mediaPayload(bytes);
-      if (payload) return writer ? { type: 'audio', samples: upsampler.processMulaw(payload) } : undefined;
-      let parsed: TwilioMessage;
-      try {
-        parsed = JSON.parse(bytes.toString('utf8')) as TwilioMessage;
-      } catch {
-        return undefined;
-      }
-      // Anyone can open the socket: whatever is not an object with the expected fields is ignored.
-      if (parsed === null || typeof parsed !== 'object') return undefined;
-      switch (parsed.event) {
-        case 'start': {
-          const params = (typeof parsed.start?.customParameters === 'object' && parsed.start.customParameters) || {};
-          const sid = parsed.start?.streamSid ?? parsed.streamSid;
-          streamSid = typeof sid === 'string' ? sid : '';
-          writer = new MediaMessageWriter(streamSid);
-          return { type: 'start', callId: Number(params.call_id), token: String(params.token ?? ''), streamId: streamSid };
-        }
-        case 'media':
-          if (typeof parsed.media?.payload !== 'string' || !writer || (parsed.media.track ?? 'inbound') !== 'inbound') return undefined;
-          return { type: 'audio', samples: upsampler.processMulaw(Buffer.from(parsed.media.payload, 'base64')) };
-        case 'mark':
-          return typeof parsed.mark?.name === 'string' ? { type: 'mark', name: parsed.mark.name } : undefined;
-        case 'dtmf':
-          return typeof parsed.dtmf?.digit === 'string' ? { type: 'dtmf', digit: parsed.dtmf.digit } : undefined;
-        case 'stop':
-          return { type: 'stop' };
-        default:
-          return undefined;
-      }
+      const event = decodeMulawJson(message, isBinary, upsampler, start);
+      // Audio before `start` names no call yet.
+      return event?.type === 'audio' && !writer ? undefined : event;
     },
-    audio: (frame) => ({ data: (writer ??= new MediaMessageWriter(streamSid)).frame(frame), binary: false }),
+    audio: (frame) => ({ data: (writer ??= new MediaMessageWriter(mediaPrefix(streamSid))).frame(frame), binary: false }),
     mark: (name) => ({ data: JSON.stringify({ event: 'mark', streamSid, mark: { name } }), binary: false }),
     clear: () => ({ data: JSON.stringify({ event: 'clear', streamSid }), binary: false }),
   };

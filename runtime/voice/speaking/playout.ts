@@ -1,5 +1,5 @@
 import type { Clock } from '../../clock.js';
-import { FRAME_SAMPLES, allocSamples, copySamples, mixInto } from '../audio.js';
+import { FRAME_MS, FRAME_SAMPLES, allocSamples, copySamples, mixInto } from '../audio.js';
 
 /**
  * The agent's outgoing audio for one call. Speech arrives as segments (one per sentence) in chunks
@@ -29,7 +29,6 @@ export interface Segment {
   remainder: Int16Array | undefined;
 }
 
-const FRAME_MS = 20;
 /** A schedule this far behind restarts instead of sending a burst. */
 const MAX_BEHIND_MS = 100;
 /** A transport that never echoes marks is taken to have played a segment this long after its last frame. */
@@ -208,7 +207,7 @@ export class Playout {
    * @returns the text of each segment cut to the share of its frames that went out.
    */
   clear(): { segment: Segment; heard: string; heardMs: number }[] {
-    const result = this.segments.map((segment) => ({ segment, heard: heardText(segment), heardMs: segment.sent * 20 }));
+    const result = this.segments.map((segment) => ({ segment, heard: heardText(segment), heardMs: segment.sent * FRAME_MS }));
     this.segments.length = 0;
     this.markSent.clear();
     if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);

@@ -1,0 +1,458 @@
+import { relative } from 'node:path';
+import type { AssistantRow } from '../assistants/repository.js';
+import { within } from '../bounded.js';
+import { sleep } from '../clock.js';
+import { PlatformError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { isoTimestamp } from '../time.js';
+import type { CallStatus } from '../../schemas/calls.js';
+import { CallSession } from '../voice/session.js';
+import type { CallEnd, CallMode, CallSpec, SessionHooks } from '../voice/spec.js';
+import type { Carriers } from './carriers/index.js';
+import { chargeEnded, rateOf } from './charges.js';
+import { CallMeter, type CallCosts } from './metering.js';
+import { createCallPresence, defaultCallPresence, type CallPresence, type CallPresenceTimings } from './presence.js';
+import type { WavRecorder } from './recording.js';
+import { LiveCalls, type LiveCall } from './registry.js';
+import { endCall, insertCall, updateCallStatus, type CallHeartbeat } from './repository.js';
+import { callSpec, type CallSpecDeps } from './spec.js';
+
+/**
+ * A live call from its start to its saved end: the row and the session created together, every
+ * status change saved in order, the end saved with its charge and webhook in one transaction (and
+ * tried again while the database is away), heartbeats and the orphan sweep, and a stop that
+ * drains, ends what is left and waits for every end to be saved.
+ */
+
+export interface VoiceMetrics {
+  voiceToVoice(ms: number): void;
+  turn(mode: CallMode): void;
+  interruption(mode: CallMode): void;
+  firstByte(kind: 'llm', provider: string, ms: number): void;
+  frameLateness(ms: number): void;
+  droppedCallerFrame(): void;
+}
+
+export interface VoiceDeps extends CallSpecDeps {
+  /** The carrier serving each number's calls. */
+  readonly carriers: Carriers;
+  readonly logger: Logger;
+  /** The public origin (PUBLIC_URL), resolved once the server listens. */
+  publicUrl(): string;
+  /** Where recordings are written (`DATA_DIR/recordings`). */
+  readonly recordingsDir: string;
+  /** The signed URL of a call's recording (for the webhook payload). */
+  recordingUrl(callId: number): string;
+  readonly metrics?: VoiceMetrics;
+  wakeWebhooks(): void;
+  /** Runs the post-call evaluation of an ended call (after its end is saved). */
+  evaluate(callId: number): void;
+  /** Puts an ended call's transcript in the search index. */
+  indexCall(callId: number): Promise<void>;
+  /** Waits (by the clock) before each new attempt to save a call's end; the last repeats (tests shorten them). */
+  readonly endSaveRetryMs?: readonly number[];
+  /** Heartbeats and the sweep of calls left by stopped processes. @defaultValue {@link defaultCallPresence} */
+  readonly presence?: CallPresenceTimings;
+  /**
+   * The database is this process's alone (the embedded one): every call open in it at start-up was
+   * left by this process's predecessor, and is settled at once rather than after the orphan age.
+   */
+  readonly exclusiveDatabase?: boolean;
+}
+
+/** A call being started: where it comes from, and the carrier its number records (none for a web call). */
+export interface NewLiveCall {
+  readonly type: CallSpec['type'];
+  readonly status: 'initiated' | 'ringing';
+  readonly assistantNumber: string | null;
+  readonly clientNumber: string | null;
+  readonly variables: Record<string, unknown>;
+  readonly carrierCallId: string | null;
+  readonly carrierName: string | null;
+}
+
+/** Waits before each new attempt to save a call's end; then a minute, for as long as the process runs. */
+const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
+/** At its end, a stop waits this long at most for ends still being saved and carriers still placing calls. */
+const STOP_SAVE_MS = 10_000;
+/** At a stop, a call's goodbye may take this long before the call is ended without it. */
+export const SHUTDOWN_GOODBYE_MS = 10_000;
+/** A webhook waits this long at most for the post-call evaluation. */
+const EVALUATION_HOLD_MS = 10 * 60_000;
+
+const shuttingDown = () => new PlatformError('shutting_down', { headers: { 'Retry-After': '5' } });
+
+export class CallLifecycle {
+  readonly calls: LiveCalls;
+  private readonly meter: CallMeter;
+  private readonly presence: CallPresence;
+  /** Resolve once a call has ended and its end is saved; kept from its start until then. */
+  private readonly endedWaiters = new Map<number, Promise<void>>();
+  /** Calls whose end is being saved, perhaps again after a failure. */
+  private readonly saving = new Set<number>();
+  private readonly stopping = new AbortController();
+  /** Outbound calls the carrier is still placing: a stop waits for them (and hangs up) before it ends. */
+  private readonly placing = new Set<Promise<void>>();
+  /** Ends not yet saved (with their charges and webhooks): a stop waits for them before the pool closes. */
+  private readonly unsaved = new Set<Promise<void>>();
+  private readonly quietWaiters: Array<() => void> = [];
+  /** Calls between the draining check and the registry: a stop waits for them to arrive. */
+  private starting = 0;
+  private stopped = false;
+  /** A stop has begun: no call is started any more. */
+  private drainingCalls = false;
+  /** The stop is ending the live calls: one whose start was under way is ended as it arrives. */
+  private ending = false;
+
+  constructor(private readonly deps: VoiceDeps) {
+    this.calls = new LiveCalls({
+      clock: deps.clock,
+      logger: deps.logger,
+      recordingsDir: deps.recordingsDir,
+      onTick: (now) => this.meter.tick(now),
+      abandoned: (call) => this.settled(call),
+      droppedCallerFrame: deps.metrics ? () => deps.metrics!.droppedCallerFrame() : undefined,
+    });
+    this.meter = new CallMeter({ pool: deps.pool, logger: deps.logger, calls: () => this.calls.values() });
+    this.presence = createCallPresence({
+      pool: deps.pool,
+      clock: deps.clock,
+      logger: deps.logger,
+      timings: deps.presence ?? defaultCallPresence,
+      recordingsDir: deps.recordingsDir,
+      recordingUrl: deps.recordingUrl,
+      held: () => this.held(),
+      settled: () => deps.wakeWebhooks(),
+      lost: (ids) => this.lost(ids),
+    });
+    this.presence.start({ exclusive: deps.exclusiveDatabase ?? false });
+  }
+
+  /** A stop has begun: new calls are refused. */
+  get draining(): boolean {
+    return this.drainingCalls;
+  }
+
+  /**
+   * Starts a call: its row, its session and its place in the registry. An inbound call starts
+   * ringing; the media socket joins it with the returned token.
+   * @throws PlatformError `shutting_down` (with `Retry-After`) once a stop has begun;
+   *   `insufficient_balance` when the owner has nothing left.
+   */
+  async start(assistant: AssistantRow, call: NewLiveCall, requestId: string | undefined): Promise<{ id: number; token: string; entry: LiveCall }> {
+    if (this.drainingCalls) throw shuttingDown();
+    this.starting++;
+    try {
+      return await this.register(assistant, call, requestId);
+    } finally {
+      this.starting--;
+      this.checkQuiet();
+    }
+  }
+
+  /** Keeps a carrier's placing of an outbound call, which a stop waits for. */
+  placingCall(placing: Promise<void>): void {
+    const placed: Promise<void> = placing.finally(() => this.placing.delete(placed));
+    this.placing.add(placed);
+  }
+
+  /** Saves a change of a live call after those before it; a failure is logged, not thrown. */
+  persist(call: LiveCall, work: () => Promise<void>): void {
+    call.persisting = call.persisting.then(work).catch((error: unknown) => this.deps.logger.error({ err: error, callId: call.session.spec.callId }, 'call state could not be saved'));
+  }
+
+  /** Tells the carrier to stop a call that was never answered here, unless the carrier ended it itself. */
+  async hangUpUnanswered(call: LiveCall): Promise<void> {
+    if (call.carrierCallId === null || call.carrierEnded || !call.carrier) return;
+    const callId = call.session.spec.callId;
+    await call.carrier.hangUp(call.carrierCallId, call.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
+      this.deps.logger.debug({ err: error, callId }, 'the carrier did not take the hang-up (the call may have ended there first)'),
+    );
+  }
+
+  /** Resolves once the call has ended and its end is saved (with its webhook queued). */
+  whenEnded(callId: number): Promise<void> {
+    return this.endedWaiters.get(callId) ?? Promise.resolve();
+  }
+
+  /** Ends and charges the calls stopped processes left open (also run every sweep); returns their ids. */
+  settleOrphans(options?: { all?: boolean }): Promise<number[]> {
+    return this.presence.settleOrphans(options);
+  }
+
+  /** The first step of a stop: no new call; live calls go on. */
+  drain(): void {
+    this.drainingCalls = true;
+  }
+
+  /** Resolves once this process holds no call: none live, none starting, every end saved. */
+  quiet(): Promise<void> {
+    return new Promise((resolve) => {
+      this.quietWaiters.push(resolve);
+      this.checkQuiet();
+    });
+  }
+
+  /**
+   * Ends the calls still live at a stop, as `ended`: an answered call whose media is connected
+   * first hears a goodbye (up to `goodbyeMs`, or until `cutShort` settles; 0 skips it), and then
+   * every end is saved, with its charge and webhook, before this resolves. Calls that arrive
+   * meanwhile are ended too. The goodbye's bound is real time, like every bound of a stop: the
+   * supervisor waiting on the process measures it so.
+   */
+  async endAll(goodbyeMs: number = SHUTDOWN_GOODBYE_MS, cutShort?: Promise<void>): Promise<void> {
+    this.drainingCalls = true;
+    this.ending = true;
+    const calls = [...this.calls.values()];
+    if (calls.length > 0) this.deps.logger.info({ calls: calls.length, goodbyeMs }, 'ending the calls still live');
+    for (const call of calls) {
+      const session = call.session;
+      if (goodbyeMs > 0 && call.attached && session.currentStatus === 'in-progress') session.send({ type: 'END', status: 'ended', goodbye: { kind: 'goodbye', reason: 'shutdown' } });
+      else session.end('ended');
+    }
+    const allEnded = Promise.all(calls.map((call) => call.ended));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, goodbyeMs);
+      void Promise.race([allEnded, cutShort ?? allEnded]).then(() => (clearTimeout(timer), resolve()));
+    });
+    for (const call of calls) {
+      // A goodbye still going (or one begun before the stop): the call ends without the rest of it.
+      call.session.end('ended');
+      if (call.session.live) call.session.send({ type: 'CONNECTION_LOST' });
+    }
+    await this.quiet();
+  }
+
+  /**
+   * Stops the ticker, heartbeats and sweeps. A call still live (there is none after `endAll`) is
+   * ended without a goodbye; an end the database still refuses is tried once more and then left
+   * to the sweep of the next start (which charges it up to when it was last heard).
+   */
+  async stop(): Promise<void> {
+    this.drainingCalls = true;
+    this.stopped = true;
+    this.stopping.abort();
+    this.calls.stop();
+    for (const call of [...this.calls.values()]) {
+      call.session.end('ended');
+      if (call.session.live) call.session.send({ type: 'CONNECTION_LOST' });
+    }
+    // A call the carrier places only now is hung up at once (its entry is gone); one it never
+    // answers about is left to its own timeout there.
+    await within(Promise.all([...this.placing, ...this.unsaved]), STOP_SAVE_MS);
+    this.presence.stop();
+  }
+
+  private async register(assistant: AssistantRow, call: NewLiveCall, requestId: string | undefined): Promise<{ id: number; token: string; entry: LiveCall }> {
+    const { pool, clock } = this.deps;
+    const opening = await this.meter.opening(assistant.user_id);
+    const rate = await rateOf(pool, assistant.user_id, assistant.mode, call.type, call.assistantNumber);
+    const id = await insertCall(pool, {
+      userId: assistant.user_id,
+      assistantId: assistant.id,
+      assistantName: assistant.name,
+      type: call.type,
+      mode: assistant.mode,
+      status: call.status,
+      assistantPhoneNumber: call.assistantNumber,
+      clientPhoneNumber: call.clientNumber,
+      variables: call.variables,
+      carrierCallId: call.carrierCallId,
+    });
+    const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
+    const token = this.calls.issueToken();
+    let resolveEnded!: () => void;
+    const ended = new Promise<void>((resolve) => (resolveEnded = resolve));
+    this.endedWaiters.set(id, ended);
+    let entry: LiveCall | undefined;
+    const logger = this.deps.logger.child({ callId: id, userId: assistant.user_id, reqId: requestId });
+    const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry));
+    entry = {
+      session,
+      ownerId: assistant.user_id,
+      rate,
+      cutOff: false,
+      record: assistant.record,
+      evaluate: assistant.post_call_evaluation && assistant.post_call_schema.length > 0,
+      recorder: undefined,
+      mode: spec.mode,
+      tokenHash: token.hash,
+      tokenExpires: token.expires,
+      tokenUsed: false,
+      carrierCallId: call.carrierCallId,
+      carrierName: call.carrierName,
+      carrier: call.carrierName === null ? undefined : this.deps.carriers.of(call.carrierName),
+      carrierEnded: false,
+      answer: undefined,
+      lastMediaAt: clock.now(),
+      heardAt: null,
+      attached: false,
+      persisting: Promise.resolve(),
+      ended,
+      resolveEnded,
+    };
+    this.meter.admitted(opening);
+    this.calls.add(entry);
+    this.presence.arm();
+    if (this.ending) {
+      // Begun before the stop, arrived after it ended the live calls: ended (failed, never answered) and refused.
+      session.end('ended');
+      throw shuttingDown();
+    }
+    if (call.status === 'ringing') session.send({ type: 'RINGING' });
+    return { id, token: token.token, entry };
+  }
+
+  /** What a call's session reports, wired to its entry (`entry()`: undefined until it is made). */
+  private sessionHooks(spec: CallSpec, entry: () => LiveCall | undefined): SessionHooks {
+    const { pool, clock, metrics } = this.deps;
+    const id = spec.callId;
+    return {
+      status: (status, at) => {
+        const call = entry();
+        if (status === 'initiated' || !call) return;
+        if (status === 'in-progress') call.lastMediaAt = clock.now();
+        this.persist(call, () => updateCallStatus(pool, id, status as CallStatus, isoTimestamp(at)));
+      },
+      ended: (end) => this.finish(entry()!, end),
+      transfer: async (number) => {
+        const call = entry()!;
+        if (call.carrierCallId && call.carrier) await call.carrier.transfer(call.carrierCallId, number);
+      },
+      voiceToVoice: (ms) => metrics?.voiceToVoice(ms),
+      turn: () => metrics?.turn(spec.mode),
+      interruption: () => metrics?.interruption(spec.mode),
+      firstByte: (kind, provider, ms) => metrics?.firstByte(kind, provider, ms),
+      agentFrame: (frame) => {
+        const call = entry()!;
+        call.heardAt = clock.now();
+        call.recorder?.agent(frame);
+      },
+      frameLateness: metrics ? (ms) => metrics.frameLateness(ms) : undefined,
+    };
+  }
+
+  /** The session ended: out of the registry, the phone stopped if it still rings, and the end saved. */
+  private finish(call: LiveCall, end: CallEnd): void {
+    const id = call.session.spec.callId;
+    this.calls.remove(call);
+    const costs = this.meter.ended(call, end);
+    // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
+    if (end.answeredAt === null) void this.hangUpUnanswered(call);
+    const evaluate = call.evaluate && end.answeredAt !== null && end.transcript !== '';
+    const recorder = call.recorder;
+    call.recorder = undefined;
+    this.persist(call, () => this.saveEnd(call, end, { costs, recorder, evaluate }));
+    const saved = call.persisting;
+    this.unsaved.add(saved);
+    void saved.then(() => {
+      this.unsaved.delete(saved);
+      this.settled(call);
+    });
+  }
+
+  /**
+   * Writes an ended call: its recording finished, its row, charge and webhook in one transaction
+   * (tried until the database takes it), then its evaluation and transcript index.
+   */
+  private async saveEnd(call: LiveCall, end: CallEnd, { costs, recorder, evaluate }: { costs: CallCosts; recorder: WavRecorder | undefined; evaluate: boolean }): Promise<void> {
+    const { pool, logger } = this.deps;
+    const id = call.session.spec.callId;
+    let recordingPath: string | null = null;
+    if (recorder) {
+      try {
+        await recorder.close();
+        recordingPath = relative(this.deps.recordingsDir, recorder.path);
+      } catch (error) {
+        logger.error({ err: error, callId: id }, 'the recording could not be finished');
+      }
+    }
+    const write = () =>
+      pool.transaction(async (tx) => {
+        const wrote = await endCall(tx, id, {
+          recordingPath,
+          evaluationPending: evaluate,
+          carrierCost: costs.carrier,
+          totalCost: costs.total,
+          status: end.status as CallStatus,
+          transcript: end.transcript,
+          duration: end.durationSeconds,
+          answeredBy: end.answeredBy,
+          answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
+          endedAt: isoTimestamp(end.endedAt),
+        });
+        if (!wrote) {
+          logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard); this end is not saved');
+          return 0;
+        }
+        return chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? this.deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
+      });
+    let charged = 0;
+    try {
+      charged = await this.saveWithRetries(id, write);
+    } finally {
+      this.meter.committed(call, costs.total, charged);
+    }
+    if (evaluate) this.deps.evaluate(id);
+    await this.deps.indexCall(id).catch((error: unknown) => logger.error({ err: error, callId: id }, 'the transcript could not be indexed'));
+    this.deps.wakeWebhooks();
+    if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
+  }
+
+  /**
+   * Saves a call's end, trying again while the database is away (1 s, 2 s, 5 s ... a minute
+   * apart, by the clock), so its transcript, costs and webhook are not left to the orphan sweep.
+   */
+  private async saveWithRetries<T>(id: number, save: () => Promise<T>): Promise<T> {
+    this.saving.add(id);
+    this.presence.arm();
+    try {
+      // Never given up while the process runs: the orphan sweep, the only other way a call ends,
+      // knows nothing of its transcript, recording or evaluation. The heartbeat vouches for it meanwhile.
+      const retries = this.deps.endSaveRetryMs ?? END_SAVE_RETRY_MS;
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await save();
+        } catch (error) {
+          if (this.stopped) throw error;
+          const delay = retries[Math.min(attempt, retries.length - 1)]!;
+          this.deps.logger[attempt < retries.length ? 'warn' : 'error']({ err: error, callId: id, attempt: attempt + 1 }, 'the end of the call could not be saved; trying again');
+          await sleep(this.deps.clock, delay, this.stopping.signal);
+        }
+      }
+    } finally {
+      this.saving.delete(id);
+    }
+  }
+
+  /** The call's end is saved (or it was abandoned to the sweep): its waiters go, and a stop may find the process quiet. */
+  private settled(call: LiveCall): void {
+    call.resolveEnded();
+    this.endedWaiters.delete(call.session.spec.callId);
+    this.checkQuiet();
+  }
+
+  /** Tells those waiting for the process to hold no call that it holds none. */
+  private checkQuiet(): void {
+    if (this.calls.size === 0 && this.starting === 0 && this.unsaved.size === 0) for (const waiter of this.quietWaiters.splice(0)) waiter();
+  }
+
+  /** This process's calls as its heartbeat reports them: live ones, and those whose end is still being saved. */
+  private held(): CallHeartbeat[] {
+    const beats: CallHeartbeat[] = [];
+    for (const [id, call] of this.calls.entries()) beats.push({ id, heardAt: call.heardAt === null ? null : isoTimestamp(call.heardAt) });
+    for (const id of this.saving) if (!this.calls.has(id)) beats.push({ id, heardAt: null });
+    return beats;
+  }
+
+  /** Calls another process's sweep ended while this one could not vouch for them. */
+  private lost(ids: readonly number[]): void {
+    for (const id of ids) {
+      const call = this.calls.get(id);
+      if (!call) continue;
+      // Charged and notified already, up to when it was last heard: going on would be talk nobody pays for.
+      this.deps.logger.warn({ callId: id }, "a live call was ended by another server's sweep while this one could not vouch for it; ending it here");
+      call.session.end('ended');
+    }
+  }
+}
