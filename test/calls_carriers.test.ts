@@ -28,11 +28,6 @@ const CALLER = '+14155550199';
 const CALLEE = '+4915112345678';
 const TRANSFER_TO = '+14155550123';
 
-async function until(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 10_000 && !condition(); i++) await new Promise((resolve) => setImmediate(resolve));
-  if (!condition()) throw new Error('condition not reached');
-}
-
 /** The carrier's inbound call to the setup's number, joined by its phone. */
 async function callIn(t: Test, rig: CarrierRig, s: VoiceSetup, script: string[]) {
   const carrierCallId = rig.callSid();
@@ -53,7 +48,7 @@ async function callOut(s: VoiceSetup, rig: CarrierRig): Promise<{ callId: number
   const response = await s.api.request('POST', '/user/calls', { token: s.token, body: { assistant_id: s.assistantId, phone_number: CALLEE } });
   if (response.status !== 201) throw new Error(`placing failed: ${response.status} ${JSON.stringify(response.body)}`);
   const callId = response.body.data.id as number;
-  await until(() => rig.placed().length > before);
+  await rig.answered(() => rig.placed().length > before);
   await s.api.platform.runtime.services.voice.saved(callId);
   return { callId, placed: rig.placed()[before]! };
 }
@@ -174,7 +169,7 @@ for (const row of CARRIER_RIGS) {
       await rig.status(s.api, callId, { carrierCallId: placed.carrierCallId, status: 'ringing' });
       s.clock.advance(10_100);
       t.equal((await endedCall(s, callId)).status, 'no-answer');
-      await until(() => rig.updates().length > 0);
+      await rig.answered(() => rig.updates().length > 0);
       t.match(rig.updates(), [{ carrierCallId: placed.carrierCallId, status: rig.ringingHangUp }]);
       t.notOk(rig.updates()[0]!.dial);
     });

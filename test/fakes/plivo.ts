@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
 import { FRAME_SAMPLES } from '../../runtime/voice/audio.js';
 import { JsonStreamLine, opened } from '../helpers/phone.js';
+import { Conditions } from '../helpers/conditions.js';
 
 /**
  * A local stand-in for Plivo, speaking its wire protocols:
@@ -32,6 +33,8 @@ export interface FakePlivo {
   readonly authId: string;
   readonly authToken: string;
   readonly requests: PlivoRequest[];
+  /** Resolves once `holds()` is true, looked at as each request is answered (its record complete). */
+  answered(holds: () => boolean): Promise<void>;
   /** Answer the next make-call request with this status (e.g. 400 for an invalid number). */
   failNext(status: number): void;
   /** The headers of a webhook to `url` with `params`, signed over `signedParams` (`params` by default). */
@@ -61,6 +64,7 @@ export async function startFakePlivo(t: Test): Promise<FakePlivo> {
   const authId = 'MAZDQ1ZJIYMDZKMTSZMT';
   const authToken = 'plivo-auth-token-0123456789abcdef';
   const requests: PlivoRequest[] = [];
+  const arrivals = new Conditions();
   let failure: number | undefined;
   const signed: FakePlivo['signed'] = (url, params, signedParams = params) => {
     const nonce = randomBytes(10).toString('hex');
@@ -83,6 +87,7 @@ export async function startFakePlivo(t: Test): Promise<FakePlivo> {
       requests.push(request);
       const apiId = randomUUID();
       const send = (status: number, body?: unknown) => {
+        arrivals.changed();
         res.writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' });
         res.end(body === undefined ? undefined : JSON.stringify({ api_id: apiId, ...(body as object) }));
       };
@@ -122,6 +127,7 @@ export async function startFakePlivo(t: Test): Promise<FakePlivo> {
     authId,
     authToken,
     requests,
+    answered: (holds) => arrivals.until(holds),
     failNext(status) {
       failure = status;
     },

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
 import { FRAME_SAMPLES } from '../../runtime/voice/audio.js';
 import { JsonStreamLine, opened } from '../helpers/phone.js';
+import { Conditions } from '../helpers/conditions.js';
 
 /**
  * A local stand-in for Telnyx, speaking its wire protocols:
@@ -35,6 +36,8 @@ export interface FakeTelnyx {
   /** The account's public key, base64 as the portal shows it (TELNYX_PUBLIC_KEY). */
   readonly publicKey: string;
   readonly requests: TelnyxRequest[];
+  /** Resolves once `holds()` is true, looked at as each request is answered (its record complete). */
+  answered(holds: () => boolean): Promise<void>;
   /** Answer the next create with this status (e.g. 422 for an invalid number). */
   failNext(status: number): void;
   /** The headers of a webhook with `body`, signed at `atMs` (now by default). */
@@ -54,6 +57,7 @@ export async function startFakeTelnyx(t: Test): Promise<FakeTelnyx> {
   const connectionId = '1773070540731319841';
   const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   const requests: TelnyxRequest[] = [];
+  const arrivals = new Conditions();
   let failure: number | undefined;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
@@ -66,6 +70,7 @@ export async function startFakeTelnyx(t: Test): Promise<FakeTelnyx> {
       const request: TelnyxRequest = { path: url, authorization: req.headers.authorization, contentType, json, form };
       requests.push(request);
       const send = (status: number, body: unknown) => {
+        arrivals.changed();
         res.writeHead(status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(body));
       };
@@ -100,6 +105,7 @@ export async function startFakeTelnyx(t: Test): Promise<FakeTelnyx> {
     connectionId,
     publicKey: Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url').toString('base64'),
     requests,
+    answered: (holds) => arrivals.until(holds),
     failNext(status) {
       failure = status;
     },

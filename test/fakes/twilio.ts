@@ -12,7 +12,9 @@ export interface FakeTwilio {
   readonly apiUrl: string;
   /** `sid`: the call a create made. */
   readonly requests: Array<{ path: string; authorization: string | undefined; form: URLSearchParams; sid?: string }>;
-  /** Resolves once `count` requests have arrived (counting from the fake's start). */
+  /** Resolves once `holds()` is true, looked at as each request is answered (its record complete). */
+  answered(holds: () => boolean): Promise<void>;
+  /** Resolves once `count` requests have been answered (counting from the fake's start). */
   received(count: number): Promise<void>;
   /** Answer the next create with this status (e.g. 400 for an unreachable number). */
   failNext(status: number): void;
@@ -30,8 +32,8 @@ export async function startFakeTwilio(t: Test, accountSid: string, authToken: st
       const form = new URLSearchParams(raw);
       const request: FakeTwilio['requests'][number] = { path: req.url ?? '', authorization: req.headers.authorization, form };
       requests.push(request);
-      arrivals.changed();
       const send = (status: number, body: unknown) => {
+        arrivals.changed();
         res.writeHead(status, { 'content-type': 'application/json' });
         res.end(JSON.stringify(body));
       };
@@ -59,6 +61,7 @@ export async function startFakeTwilio(t: Test, accountSid: string, authToken: st
   return {
     apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    answered: (holds) => arrivals.until(holds),
     received: (count) => arrivals.until(() => requests.length >= count),
     failNext(status) {
       failure = status;

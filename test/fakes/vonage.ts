@@ -7,6 +7,7 @@ import WebSocket from 'ws';
 import { pingPong, type PhoneEvents } from '../../runtime/calls/carriers/loopback.js';
 import { FRAME_SAMPLES } from '../../runtime/voice/audio.js';
 import type { PhoneLine } from '../helpers/phone.js';
+import { Conditions } from '../helpers/conditions.js';
 
 /**
  * A local stand-in for Vonage, speaking its wire protocols:
@@ -39,6 +40,8 @@ export interface FakeVonage {
   /** The account's signature secret (VONAGE_SIGNATURE_SECRET). */
   readonly signatureSecret: string;
   readonly requests: VonageRequest[];
+  /** Resolves once `holds()` is true, looked at as each request is answered (its record complete). */
+  answered(holds: () => boolean): Promise<void>;
   /** Answer the next create with this status (e.g. 400 for an invalid number). */
   failNext(status: number): void;
   /** The `Authorization` header of a webhook whose payload is `payload`, signed at `atMs` (now by default). */
@@ -75,6 +78,7 @@ export async function startFakeVonage(t: Test): Promise<FakeVonage> {
   const signatureSecret = 'vonage-signature-secret-0123456789';
   const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const requests: VonageRequest[] = [];
+  const arrivals = new Conditions();
   let failure: number | undefined;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let raw = '';
@@ -86,6 +90,7 @@ export async function startFakeVonage(t: Test): Promise<FakeVonage> {
       const request: VonageRequest = { method: req.method ?? '', path, authorized, json };
       requests.push(request);
       const send = (status: number, body?: unknown) => {
+        arrivals.changed();
         res.writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' });
         res.end(body === undefined ? undefined : JSON.stringify(body));
       };
@@ -117,6 +122,7 @@ export async function startFakeVonage(t: Test): Promise<FakeVonage> {
     privateKey,
     signatureSecret,
     requests,
+    answered: (holds) => arrivals.until(holds),
     failNext(status) {
       failure = status;
     },

@@ -72,6 +72,8 @@ export interface CarrierRig {
   placed(): PlacedCall[];
   /** The changes to live calls it asked for, in order. */
   updates(): CallUpdate[];
+  /** Resolves once `holds()` is true, looked at as the carrier answers each request the platform makes. */
+  answered(holds: () => boolean): Promise<void>;
 }
 
 const FORM = 'application/x-www-form-urlencoded';
@@ -120,6 +122,7 @@ export async function twilioRig(t: Test): Promise<CarrierRig> {
       if (!url || !parameters.call_id || !parameters.token) throw new Error(`no stream in TwiML: ${markup}`);
       return joined(new MediaStreamPhone(unescapeXml(url), { callSid: call.carrierCallId, customParameters: parameters }), clock, Number(parameters.call_id));
     },
+    answered: (holds) => fake.answered(holds),
     placed: () =>
       fake.requests
         .filter((request) => request.sid !== undefined)
@@ -170,6 +173,7 @@ export async function telnyxRig(t: Test): Promise<CarrierRig> {
       const callId = Number(new URL(url).searchParams.get('call_id'));
       return joined(new TelnyxPhone(url, { callControlId: call.carrierCallId, from: call.from, to: call.to }), clock, callId);
     },
+    answered: (holds) => fake.answered(holds),
     placed: () =>
       fake.requests.flatMap((request) => {
         const json = request.json as Record<string, string> | undefined;
@@ -221,6 +225,7 @@ export async function vonageRig(t: Test): Promise<CarrierRig> {
       if (!endpoint || endpoint['content-type'] !== 'audio/l16;rate=16000') throw new Error(`no 16 kHz websocket in the NCCO: ${markup}`);
       return joined(new VonagePhone(endpoint.uri, endpoint.headers), clock, Number(endpoint.headers.call_id));
     },
+    answered: (holds) => fake.answered(holds),
     placed: () =>
       fake.requests.flatMap((request) => {
         const json = request.json as { to: Array<{ number: string }>; from: { number: string }; ncco: unknown; event_url: string[]; advanced_machine_detection?: unknown } | undefined;
@@ -282,6 +287,7 @@ export async function plivoRig(t: Test): Promise<CarrierRig> {
       const callId = Number(new URL(url).searchParams.get('call_id'));
       return joined(new PlivoPhone(url, { callUuid: call.carrierCallId }), clock, callId);
     },
+    answered: (holds) => fake.answered(holds),
     placed: () =>
       fake.requests.flatMap((request) => {
         const json = request.json as Record<string, string> | undefined;
