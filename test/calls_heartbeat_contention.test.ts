@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { closeOrphanedCall, endCall, insertCall, orphanedCalls, touchCalls, type CallEnding } from '../runtime/calls/repository.js';
 import { createDatabasePool } from '../runtime/store/pool.js';
 import { withClient } from './helpers/database.js';
-import { voiceSetup, type VoiceSetup } from './helpers/voice.js';
+import { callIn, voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
 /**
  * The statements about live calls under contention, on the real PostgreSQL: what many calls
@@ -15,6 +15,8 @@ import { voiceSetup, type VoiceSetup } from './helpers/voice.js';
  *    written, neither is taken for a deadlock.
  * 2. A call's end being saved while another process's sweep takes the same call: the sweep ends
  *    it, the end finds it ended; neither is taken for a deadlock.
+ * 3. A heartbeat held up by the database is not joined by the next ones: one heartbeat statement
+ *    at a time, however many intervals pass while it waits.
  */
 
 const DEADLOCK = '40P01';
@@ -56,6 +58,17 @@ async function openTransaction(t: Test, databaseUrl: string): Promise<{ db: pg.C
   t.teardown(() => db.end());
   await db.query('BEGIN');
   return { db, pid: (await db.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number };
+}
+
+/** Resolves with the process id of a backend waiting on a lock `blocker` holds, running a statement that contains `text`. */
+async function waitingOn(databaseUrl: string, blocker: number, text = ''): Promise<number> {
+  return withClient(databaseUrl, async (db) => {
+    for (;;) {
+      const { rows } = await db.query(`SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid)) AND strpos(query, $2) > 0`, [blocker, text]);
+      if (rows.length > 0) return rows[0].pid as number;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  });
 }
 
 /** How a settled promise came out: a value, or the SQLSTATE (or message) of its failure. */
@@ -135,4 +148,36 @@ t.test('a call\'s end being saved while another process\'s sweep takes it: one e
   t.same([swept, ended], [{ value: true }, { value: false }], 'the sweep, first at the heartbeat row, ends the call; the end finds it ended');
   const { rows } = await withClient(s.api.databaseUrl, (db) => db.query('SELECT (SELECT count(*)::int FROM call_heartbeats WHERE call_id = $1) AS beats, (SELECT ended_at IS NOT NULL FROM calls WHERE id = $1) AS ended', [d]));
   t.same(rows, [{ beats: 0, ended: true }], 'ended, its heartbeat gone');
+});
+
+t.test('a heartbeat held up by the database is not joined by the next ones', async (t) => {
+  const s = await voiceSetup(t);
+  const heartbeatMs = s.api.config.callPresence.heartbeatMs;
+  // Every write of a heartbeat row, as the database sees it.
+  await withClient(s.api.databaseUrl, (db) =>
+    db.query(`
+      CREATE TABLE heartbeat_writes (call_id bigint NOT NULL);
+      CREATE FUNCTION log_heartbeat_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO heartbeat_writes VALUES (NEW.call_id); RETURN NULL; END $$;
+      CREATE TRIGGER heartbeat_writes AFTER INSERT OR UPDATE ON call_heartbeats FOR EACH ROW EXECUTE FUNCTION log_heartbeat_write();`),
+  );
+  const writes = (callId: number) => withClient(s.api.databaseUrl, async (db) => Number((await db.query('SELECT count(*) AS n FROM heartbeat_writes WHERE call_id = $1', [callId])).rows[0].n));
+  const { callId, phone } = await callIn(s);
+  await phone.silence(heartbeatMs + 200);
+  await s.clock.settled();
+  t.ok((await writes(callId)) > 0, 'the call has its heartbeat row');
+
+  // A transaction holds the call's heartbeat row (as a sweep's or an end's does) for four intervals.
+  const holder = await openTransaction(t, s.api.databaseUrl);
+  await holder.db.query('SELECT 1 FROM call_heartbeats WHERE call_id = $1 FOR UPDATE', [callId]);
+  const before = await writes(callId);
+  await phone.silence(heartbeatMs);
+  await waitingOn(s.api.databaseUrl, holder.pid, 'INSERT INTO call_heartbeats');
+  await phone.silence(3 * heartbeatMs);
+  await holder.db.query('COMMIT');
+  await s.clock.settled();
+
+  t.equal((await writes(callId)) - before, 1, 'one heartbeat waited and was written; the intervals that passed meanwhile added none');
+  await phone.silence(heartbeatMs);
+  await s.clock.settled();
+  t.equal((await writes(callId)) - before, 2, 'the next comes on its interval once it is written');
 });
