@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { closeOrphanedCall, endCall, insertCall, orphanedCalls, touchCalls, type CallEnding } from '../runtime/calls/repository.js';
 import { createDatabasePool } from '../runtime/store/pool.js';
 import { withClient } from './helpers/database.js';
+import { startTestPlatform } from './helpers/platform.js';
 import { callIn, voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
 /**
@@ -17,6 +18,9 @@ import { callIn, voiceSetup, type VoiceSetup } from './helpers/voice.js';
  *    it, the end finds it ended; neither is taken for a deadlock.
  * 3. A heartbeat held up by the database is not joined by the next ones: one heartbeat statement
  *    at a time, however many intervals pass while it waits.
+ * 4. A statement that fails while the stop closes the database pool fails for its caller alone:
+ *    the stop completes (it neither rejects nor ends the process) and the statement's connection
+ *    is closed, as every other.
  */
 
 const DEADLOCK = '40P01';
@@ -180,4 +184,28 @@ t.test('a heartbeat held up by the database is not joined by the next ones', asy
   await phone.silence(heartbeatMs);
   await s.clock.settled();
   t.equal((await writes(callId)) - before, 2, 'the next comes on its interval once it is written');
+});
+
+t.test('a statement that fails while the stop closes the pool fails for its caller alone: the stop completes and closes its connection', async (t) => {
+  const lines: Array<Record<string, any>> = [];
+  const api = await startTestPlatform(t, {}, {}, (line) => lines.push(line));
+  const user = await api.user();
+  const pool = api.platform.runtime.pool;
+
+  // A statement still running when the pool closes (nothing in the stop waits for it): it waits
+  // on a row the test holds, and fails once it has the row (as a deadlock's victim fails).
+  const holder = await openTransaction(t, api.databaseUrl);
+  await holder.db.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [user.id]);
+  const running = outcome(pool.query(sql.unsafe`UPDATE users SET name = name WHERE id = ${user.id} RETURNING 1 / (id - id)`));
+  const waiter = await waitingOn(api.databaseUrl, holder.pid);
+
+  const closing = outcome(api.platform.close({ graceMs: 0, hurry: Promise.resolve() }));
+  while (pool.state().state === 'ACTIVE') await new Promise((resolve) => setImmediate(resolve));
+  await holder.db.query('ROLLBACK');
+
+  t.same(await closing, { value: undefined }, 'the stop completes');
+  t.match(await running, { error: '22012' }, 'the statement failed, for its caller');
+  t.ok(lines.some((l) => l.msg === 'platform stopped'), 'every step of the stop ran');
+  // A backend leaves the activity view before its socket closes, and the stop closed the socket.
+  t.same((await holder.db.query('SELECT pid FROM pg_stat_activity WHERE pid = $1', [waiter])).rows, [], 'its connection is closed');
 });
