@@ -152,7 +152,9 @@ export class CallLifecycle {
 
   /** Keeps a carrier's placing of an outbound call, which a stop waits for. */
   placingCall(placing: Promise<void>): void {
-    const placed: Promise<void> = placing.finally(() => this.placing.delete(placed));
+    const placed: Promise<void> = placing
+      .catch((error: unknown) => this.deps.logger.error({ err: error }, 'a call placed with the carrier could not be followed up'))
+      .finally(() => this.placing.delete(placed));
     this.placing.add(placed);
   }
 
@@ -224,9 +226,10 @@ export class CallLifecycle {
   }
 
   /**
-   * Stops the ticker, heartbeats and sweeps. A call still live (there is none after `endAll`) is
-   * ended without a goodbye; an end the database still refuses is tried once more and then left
-   * to the sweep of the next start (which charges it up to when it was last heard).
+   * Stops the ticker, heartbeats and sweeps (a beat or sweep being written is waited for). A
+   * call still live (there is none after `endAll`) is ended without a goodbye; an end the
+   * database still refuses is tried once more and then left to the sweep of the next start
+   * (which charges it up to when it was last heard).
    */
   async stop(): Promise<void> {
     this.drainingCalls = true;
@@ -240,7 +243,8 @@ export class CallLifecycle {
     // A call the carrier places only now is hung up at once (its entry is gone); one it never
     // answers about is left to its own timeout there.
     await within(Promise.all([...this.placing, ...this.unsaved]), STOP_SAVE_MS);
-    this.presence.stop();
+    // A heartbeat or sweep still being written finishes before the pool closes under it.
+    await within(this.presence.stop(), STOP_SAVE_MS);
   }
 
   private async register(assistant: AssistantRow, call: NewLiveCall, requestId: string | undefined): Promise<{ id: number; token: string; entry: LiveCall }> {

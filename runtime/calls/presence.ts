@@ -50,6 +50,10 @@ export interface CallPresenceDeps {
 export function createCallPresence(deps: CallPresenceDeps) {
   const { pool, clock, logger, timings } = deps;
   let heartbeat: unknown;
+  /** The heartbeat's statement, while it runs: at most one at a time. */
+  let beating: Promise<void> | undefined;
+  /** Sweeps running: a stop waits for them before the pool closes. */
+  const sweeping = new Set<Promise<unknown>>();
   let stopSweeps: (() => void) | undefined;
   let stopped = false;
   /** Silent calls seen by the last sweep, as last seen then. */
@@ -71,7 +75,14 @@ export function createCallPresence(deps: CallPresenceDeps) {
    * Ends the calls stopped processes left open; returns their ids. `all`: every open call other
    * than this process's is left, at once (the database is this process's alone, and it just started).
    */
-  async function settleOrphans(options: { all?: boolean } = {}): Promise<number[]> {
+  function settleOrphans(options: { all?: boolean } = {}): Promise<number[]> {
+    const settling = findAndSettle(options);
+    const tracked: Promise<unknown> = settling.catch(() => undefined).finally(() => sweeping.delete(tracked));
+    sweeping.add(tracked);
+    return settling;
+  }
+
+  async function findAndSettle(options: { all?: boolean }): Promise<number[]> {
     const own = deps.held().map((beat) => beat.id);
     const silent = await orphanedCalls(pool, options.all ? 0 : timings.orphanAfterMs / 1000, own);
     // Only a call silent at two sweeps in a row, untouched between them: after a database outage
@@ -92,22 +103,29 @@ export function createCallPresence(deps: CallPresenceDeps) {
     );
   }
 
-  /** Vouches for the calls held; resolves once that is written (or failed). */
-  function beat(): Promise<unknown> | undefined {
+  /**
+   * Vouches for the calls held; resolves once that is written (or failed). The beats keep their
+   * interval, but one falling due while the last is still being written is skipped: two beats
+   * over one database held up (by the ends being saved, under load) would only pile up, and every
+   * beat names every call.
+   */
+  function beat(): Promise<void> | undefined {
     heartbeat = undefined;
     const held = deps.held();
     if (held.length === 0 || stopped) return undefined;
-    const vouched = touchCalls(pool, held).then(
-      (vouched) => {
+    arm();
+    if (beating) return undefined;
+    const written: Promise<void> = touchCalls(pool, held)
+      .then((vouched) => {
         if (vouched.length === held.length) return;
         const found = new Set(vouched);
         const lost = held.filter((beat) => !found.has(beat.id)).map((beat) => beat.id);
         if (lost.length > 0) deps.lost(lost);
-      },
-      (error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'),
-    );
-    arm();
-    return vouched;
+      })
+      .catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'))
+      .finally(() => (beating = undefined));
+    beating = written;
+    return written;
   }
 
   /** Starts the heartbeat if it is not running; it stops by itself when the process holds no call. */
@@ -124,11 +142,13 @@ export function createCallPresence(deps: CallPresenceDeps) {
     },
     arm,
     settleOrphans,
-    stop(): void {
+    /** Stops the heartbeat and the sweeps; resolves once the beat and sweeps under way have settled (never rejects). */
+    stop(): Promise<void> {
       stopped = true;
       stopSweeps?.();
       if (heartbeat !== undefined) clock.clearTimeout(heartbeat);
       heartbeat = undefined;
+      return Promise.all([beating, ...sweeping]).then(() => undefined);
     },
   };
 }

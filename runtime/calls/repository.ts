@@ -120,17 +120,21 @@ export interface CallEnding {
   readonly evaluationPending: boolean;
 }
 
-/** Writes the end of a call once (its heartbeat goes with it); false when it had already ended. */
+/**
+ * Writes the end of a call once (its heartbeat goes with it); false when it had already ended.
+ * The heartbeat row is taken first, as a sweep takes it (`closeOrphanedCall`): an end and a sweep
+ * of the same call then wait for each other at that row instead of each holding the row the other
+ * needs.
+ */
 export async function endCall(db: CommonQueryMethods, id: number, end: CallEnding): Promise<boolean> {
+  await forgetHeartbeat(db, id);
   const result = await db.query(sql.unsafe`
     UPDATE calls SET status = ${end.status}, transcript = ${storableText(end.transcript)}, duration = ${end.duration}, answered_by = ${end.answeredBy},
       carrier_cost = ${end.carrierCost.toFixed(6)}, total_cost = ${end.totalCost.toFixed(6)}, recording_path = ${end.recordingPath},
       evaluation_status = ${end.evaluationPending ? 'pending' : null},
       answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()
     WHERE id = ${id} AND ended_at IS NULL`);
-  if (result.rowCount === 0) return false;
-  await forgetHeartbeat(db, id);
-  return true;
+  return result.rowCount > 0;
 }
 
 /** What a live process says of one of its calls at each heartbeat. */
@@ -145,6 +149,10 @@ export interface CallHeartbeat {
  * records when each was last heard, which is what a sweep charges up to if the process stops.
  * @returns the calls vouched for: one missing has ended in the database (another process's sweep
  *   took it while this one could not vouch for it).
+ * Rows are written in call id order, whatever the order of `beats`: two beats at once (of two
+ * processes, or one held up by the ends being saved) then wait for each other, never each holding
+ * a row the other needs. (Unsorted, the order would be the plan's: the list's, the open calls' by
+ * last change, or the table's on disk, and it changes as calls are answered and end.)
  */
 export async function touchCalls(db: CommonQueryMethods, beats: readonly CallHeartbeat[]): Promise<readonly number[]> {
   if (beats.length === 0) return [];
@@ -152,6 +160,7 @@ export async function touchCalls(db: CommonQueryMethods, beats: readonly CallHea
     INSERT INTO call_heartbeats (call_id, seen_at, heard_at)
     SELECT b.id, now(), b.heard_at FROM ${sql.unnest(beats.map((b) => [b.id, b.heardAt]), ['int8', 'timestamptz'])} AS b(id, heard_at)
     JOIN calls c ON c.id = b.id AND c.ended_at IS NULL
+    ORDER BY b.id
     ON CONFLICT (call_id) DO UPDATE SET seen_at = excluded.seen_at, heard_at = COALESCE(excluded.heard_at, call_heartbeats.heard_at)
     RETURNING call_id`);
 }

@@ -8,6 +8,7 @@ import {
   type Interceptor,
   type QueryResultRow,
 } from 'slonik';
+import { within } from '../bounded.js';
 import { pgTimestampToIso } from '../time.js';
 import { REFUSED, rowCheck } from './rowCheck.js';
 
@@ -149,6 +150,45 @@ function preparingDriverFactory(statements: StatementNames): DriverFactory {
   };
 }
 
+/** At the pool's end, a statement still running on a connection is given this long before its connection closes. */
+const STATEMENT_GRACE_MS = 5_000;
+
+/**
+ * A driver whose connections close after the statement running on them, however it ends. slonik's
+ * own wait for it fails with that statement's error when it fails meanwhile (a deadlock, a
+ * cancellation): the pool's end then rejects and the connection stays open. Here the statement is
+ * waited for (up to {@link STATEMENT_GRACE_MS}), its outcome left to its caller, and slonik's wait
+ * is turned off (`gracefulTerminationTimeout: 0`); one still running after the grace fails as its
+ * connection closes.
+ */
+function closingAfterStatements(factory: DriverFactory): DriverFactory {
+  return async (setup) => {
+    const driver = await factory(setup);
+    return {
+      async createClient() {
+        const client = await driver.createClient();
+        let running: Promise<unknown> | undefined;
+        return {
+          ...client,
+          async query(text, values) {
+            const statement = client.query(text, values);
+            running = statement;
+            try {
+              return await statement;
+            } finally {
+              if (running === statement) running = undefined;
+            }
+          },
+          async destroy() {
+            if (running) await within(running, STATEMENT_GRACE_MS);
+            return client.destroy();
+          },
+        };
+      },
+    };
+  };
+}
+
 export interface PoolOptions {
   readonly maximumPoolSize: number;
 }
@@ -156,7 +196,8 @@ export interface PoolOptions {
 export async function createDatabasePool(connectionUri: string, options: PoolOptions): Promise<DatabasePool> {
   return createPool(connectionUri, {
     maximumPoolSize: options.maximumPoolSize,
-    driverFactory: preparingDriverFactory(createStatementNames({ minUses: 3, capacity: 200 })),
+    driverFactory: closingAfterStatements(preparingDriverFactory(createStatementNames({ minUses: 3, capacity: 200 }))),
+    gracefulTerminationTimeout: 0,
     interceptors: [resultParser],
     typeParsers,
     captureStackTrace: false,
