@@ -18,13 +18,15 @@ const listening = await new Promise<uWS.us_listen_socket>((resolve, reject) => a
 const url = `ws://127.0.0.1:${uWS.us_socket_local_port(listening as unknown as uWS.us_socket)}/ws/telephony/twilio`;
 t.teardown(() => uWS.us_listen_socket_close(listening));
 
+// Timed from before the connection is asked for: the server's timer starts when it accepts the
+// socket, which may be before the client sees it open.
 const connect = async () => {
+  const asked = performance.now();
   const socket = new WebSocket(url);
-  await new Promise((resolve) => socket.once('open', resolve));
   const closed = new Promise<{ code: number; after: number }>((resolve) => {
-    const opened = performance.now();
-    socket.once('close', (code) => resolve({ code, after: performance.now() - opened }));
+    socket.once('close', (code) => resolve({ code, after: performance.now() - asked }));
   });
+  await new Promise((resolve) => socket.once('open', resolve));
   return { socket, closed };
 };
 
