@@ -72,7 +72,11 @@ export interface ChatResult {
   readonly nativeKbPerSocket: number;
 }
 
-export async function runChatBench(options: { seconds: number; sockets: number; config?: Partial<Config> }): Promise<ChatResult> {
+/**
+ * `seconds` bounds the run by time; `messages`, when given, by count instead (a smoke run on a busy
+ * machine then answers that many however slowly, where one second might end before the first).
+ */
+export async function runChatBench(options: { seconds: number; sockets: number; messages?: number; config?: Partial<Config> }): Promise<ChatResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-bench-chat-'));
   const adminToken = 'bench-admin-token-0123456789';
   const config = loadConfig(process.env, { port: 0, dataDir, logLevel: 'silent', adminToken, rateLimits: { perIp: { capacity: 1e9, perMinute: 1e9 }, perConversation: { capacity: 1e9, perMinute: 1e9 } }, ...options.config });
@@ -127,7 +131,7 @@ export async function runChatBench(options: { seconds: number; sockets: number; 
     const result = await autocannon({
       url: origin,
       connections: 50,
-      duration: options.seconds,
+      ...(options.messages === undefined ? { duration: options.seconds } : { amount: options.messages }),
       requests: [
         {
           method: 'POST',
