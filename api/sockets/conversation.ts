@@ -1,5 +1,6 @@
 import type uWS from 'uWebSockets.js';
-import { visitorEvent, type ConversationEngine, type ConversationEvent } from '../../runtime/conversations/engine.js';
+import type { ConversationEngine } from '../../runtime/conversations/engine.js';
+import { visitorEvent, type ConversationEvent } from '../../runtime/conversations/fanout.js';
 import type { ConversationService } from '../../runtime/conversations/service.js';
 import { PlatformError, ValidationError } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/logger.js';

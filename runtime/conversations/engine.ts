@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
 import type { AssistantRow, AssistantWithTools } from '../assistants/repository.js';
@@ -16,17 +15,14 @@ import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { listAssistantTools } from '../tools/repository.js';
 import { conversationMachine, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
-import { listenTo } from '../store/notifications.js';
+import { createConversationFanout } from './fanout.js';
 import {
-  MESSAGES_CHANNEL,
   clearMessageCost,
   holdTurn,
   insertMessage,
-  lastMessageId,
   listMessages,
   lockConversation,
   lockUnanswered,
-  recentMessages,
   settleReply,
   unansweredMessages,
   type ConversationRow,
@@ -41,27 +37,8 @@ import { MAX_TOOL_ROUNDS, streamRound } from '../agent/round.js';
 /**
  * Runs conversation actors: builds each one's setup from the database, supplies the machine's
  * I/O actors, keeps live actors in a registry (evicted when idle, rebuilt on the next message), and
- * fans streaming events out to every socket watching the conversation.
+ * hands what they stream and store to the fanout (`fanout.ts`), which reaches the sockets.
  */
-
-export type ConversationEvent =
-  | { type: 'delta'; text: string }
-  | { type: 'function_call'; name: string; arguments: Record<string, unknown>; result: unknown }
-  | { type: 'message'; role: 'user' | 'assistant'; content: string; function_calls: TurnResult['function_calls'] }
-  | { type: 'error'; error: string };
-
-/**
- * An event as a visitor (anyone but the conversation's owner; the widget socket) may see it: the
- * user's and the assistant's words, streamed or stored. Function calls, with their arguments and
- * results (knowledge passages, the answers of the owner's endpoints), are the owner's alone: their
- * events are not shown, and stored messages carry `function_calls: []`.
- * @returns undefined for an event a visitor does not see.
- */
-export function visitorEvent(event: ConversationEvent): ConversationEvent | undefined {
-  if (event.type === 'function_call') return undefined;
-  if (event.type === 'message' && event.function_calls.length > 0) return { ...event, function_calls: [] };
-  return event;
-}
 
 export interface EngineDeps {
   readonly pool: DatabasePool;
@@ -102,7 +79,6 @@ async function refundMessage(tx: DatabaseTransactionConnection, message: { conve
 
 /** Function calls run per model round; more in one round get an error result instead. */
 const MAX_CALLS_PER_ROUND = 8;
-
 
 const historyOf = (messages: readonly MessageRow[]): ChatMessage[] => messages.map((m) => ({ role: m.role, content: m.content }));
 
@@ -147,9 +123,6 @@ export function createConversationEngine(deps: EngineDeps) {
     turns.delete(conversationId);
     return turn.owner;
   }
-  const events = new EventEmitter();
-  events.setMaxListeners(0);
-
   interface Live {
     readonly actor: ActorRefFrom<typeof conversationMachine>;
     /** The assistant's settings and tools it was built from (see `versionOf`). */
@@ -160,85 +133,8 @@ export function createConversationEngine(deps: EngineDeps) {
   const live = new Map<string, Live>();
   const starting = new Map<string, Promise<Live>>();
 
-  const emit = (conversationId: string, event: ConversationEvent): void => void events.emit(conversationId, event);
-
-  /**
-   * Stored messages reach every socket on their conversation, whichever process stored them: this
-   * process's turns emit them as they are saved, and a notification (MESSAGES_CHANNEL) brings the
-   * others' from the database. Per conversation with sockets here: the last message stored before
-   * the first socket came (`since`, read once), and the ids sent to them lately, so each message
-   * goes out once whichever way comes first, and one that commits after a later id is not skipped.
-   * (Deltas and function calls stream only from the process running the turn.)
-   */
-  interface Watched {
-    since: Promise<number> | undefined;
-    readonly sent: Set<number>;
-  }
-  const watched = new Map<string, Watched>();
-  const catchUps = new Map<string, Promise<void>>();
-  /** Ids remembered per watched conversation (a turn stores two messages; many more never arrive at once). */
-  const RECENT_IDS = 256;
-
-  function deliver(conversationId: string, messageId: number, event: ConversationEvent): void {
-    const watch = watched.get(conversationId);
-    if (watch) {
-      if (watch.sent.has(messageId)) return;
-      watch.sent.add(messageId);
-      if (watch.sent.size > RECENT_IDS) watch.sent.delete(watch.sent.values().next().value!);
-    }
-    emit(conversationId, event);
-  }
-
-  function watch(conversationId: string): void {
-    if (!notifications || watched.has(conversationId)) return;
-    const entry: Watched = { since: undefined, sent: new Set() };
-    watched.set(conversationId, entry);
-    void readSince(conversationId, entry).catch(() => undefined);
-  }
-
-  /** Where the conversation stood when its first socket here came; a failed read is tried again by the next catch-up. */
-  function readSince(conversationId: string, entry: Watched): Promise<number> {
-    const since = lastMessageId(pool, conversationId);
-    entry.since = since;
-    since.catch((error: unknown) => {
-      logger.warn({ err: error, conversationId }, 'the last message of a conversation could not be read');
-      if (entry.since === since) entry.since = undefined;
-    });
-    return since;
-  }
-
-  /** Sends this process's sockets on the conversation what other processes stored (and they were not sent). */
-  function catchUp(conversationId: string): void {
-    if (!watched.has(conversationId)) return;
-    const next = (catchUps.get(conversationId) ?? Promise.resolve())
-      .then(async () => {
-        const entry = watched.get(conversationId);
-        if (!entry) return;
-        const since = await (entry.since ?? readSince(conversationId, entry));
-        for (const message of await recentMessages(pool, conversationId, since)) {
-          deliver(conversationId, message.id, { type: 'message', role: message.role, content: message.content, function_calls: message.function_calls ?? [] });
-        }
-      })
-      .catch((error: unknown) => logger.warn({ err: error, conversationId }, 'messages of another process could not be read'))
-      .finally(() => {
-        if (catchUps.get(conversationId) === next) catchUps.delete(conversationId);
-      });
-    catchUps.set(conversationId, next);
-  }
-
-  const notifications = deps.databaseUrl
-    ? listenTo(deps.databaseUrl, MESSAGES_CHANNEL, {
-        notified: (payload) => {
-          const [conversationId = '', messageId] = payload.split(' ');
-          // A message this process stored and already sent its sockets needs no reading back.
-          if (!watched.get(conversationId)?.sent.has(Number(messageId))) catchUp(conversationId);
-        },
-        // Back after a lost connection: whatever was stored meanwhile.
-        listening: () => {
-          for (const conversationId of watched.keys()) catchUp(conversationId);
-        },
-      }, logger)
-    : undefined;
+  const fanout = createConversationFanout(pool, deps.databaseUrl, logger);
+  const { emit, deliver } = fanout;
 
   async function model(id: number | null): Promise<{ provider: LlmProvider; model: string } | undefined> {
     if (id === null) return undefined;
@@ -395,7 +291,7 @@ export function createConversationEngine(deps: EngineDeps) {
   const stopSweeper = clock.every(Math.min(idleMs, 60_000), () => {
     const now = clock.now();
     for (const [id, entry] of live) {
-      if (entry.busy === 0 && now - entry.lastUsed > idleMs && events.listenerCount(id) === 0) {
+      if (entry.busy === 0 && now - entry.lastUsed > idleMs && !fanout.watched(id)) {
         entry.actor.send({ type: 'end' });
         live.delete(id);
       }
@@ -482,24 +378,8 @@ export function createConversationEngine(deps: EngineDeps) {
       return busy === 0 ? Promise.resolve() : new Promise((resolve) => quietWaiters.push(resolve));
     },
 
-    /** Streams events of a conversation to `listener`; returns the unsubscribe function. */
-    subscribe(conversationId: string, listener: (event: ConversationEvent) => void): () => void {
-      events.on(conversationId, listener);
-      // The first socket here: messages from now on, this process's or another's, go to it once.
-      watch(conversationId);
-      return () => {
-        events.off(conversationId, listener);
-        if (events.listenerCount(conversationId) === 0) watched.delete(conversationId);
-      };
-    },
-
-    /**
-     * Resolves once this process knows where a conversation its sockets watch stood when the first
-     * of them came (messages stored after that reach them); at once if no socket here watches it.
-     */
-    async watching(conversationId: string): Promise<void> {
-      await watched.get(conversationId)?.since?.catch(() => undefined);
-    },
+    subscribe: fanout.subscribe,
+    watching: fanout.watching,
 
     liveCount(): number {
       return live.size;
@@ -522,7 +402,7 @@ export function createConversationEngine(deps: EngineDeps) {
       stopRefundSweep();
       for (const entry of live.values()) entry.actor.stop();
       live.clear();
-      await notifications?.close();
+      await fanout.close();
     },
   };
 }
