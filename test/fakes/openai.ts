@@ -1,6 +1,6 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Test } from 'tap';
+import { serveFake } from './http.js';
 import { Conditions } from '../helpers/conditions.js';
 import { embedLocal } from '../../workers/embed.js';
 
@@ -54,48 +54,42 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
   const failures: number[] = [];
   const script: ScriptedReply[] = [];
   const arrivals = new Conditions();
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
-    req.on('end', () => {
-      const body = raw ? JSON.parse(raw) : undefined;
-      requests.push({ path: req.url ?? '', headers: req.headers, body });
-      arrivals.changed();
-      const failure = failures.shift();
-      if (failure !== undefined) {
-        res.writeHead(failure, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: { message: 'injected failure', type: 'server_error' } }));
-        return;
-      }
-      if (req.url === '/v1/chat/completions') {
-        const reply = script.shift() ?? { text: 'fake reply' };
-        const answer = () => {
-          if (reply.status) {
-            res.writeHead(reply.status, { 'content-type': 'application/json' });
-            res.end(JSON.stringify({ error: { message: 'scripted failure', type: 'server_error' } }));
-          } else streamChat(res, body.model, reply);
-        };
-        if (reply.heldUntil) void reply.heldUntil.finally(answer);
-        else if (reply.delayMs) setTimeout(answer, reply.delayMs);
-        else answer();
-        return;
-      }
-      if (req.url === '/v1/embeddings') {
-        const inputs: string[] = Array.isArray(body.input) ? body.input : [body.input];
-        // Returned out of order on purpose: clients must sort by `index`.
-        const data = inputs.map((text, index) => ({ object: 'embedding', index, embedding: Array.from(embedLocal(text), (v) => v * 3) })).reverse();
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ object: 'list', data, model: body.model, usage: { prompt_tokens: inputs.length, total_tokens: inputs.length } }));
-        return;
-      }
-      res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: 'not found' } }));
-    });
+  const origin = await serveFake(t, (req, res, raw) => {
+    const body = raw ? JSON.parse(raw) : undefined;
+    requests.push({ path: req.url ?? '', headers: req.headers, body });
+    arrivals.changed();
+    const failure = failures.shift();
+    if (failure !== undefined) {
+      res.writeHead(failure, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: 'injected failure', type: 'server_error' } }));
+      return;
+    }
+    if (req.url === '/v1/chat/completions') {
+      const reply = script.shift() ?? { text: 'fake reply' };
+      const answer = () => {
+        if (reply.status) {
+          res.writeHead(reply.status, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { message: 'scripted failure', type: 'server_error' } }));
+        } else streamChat(res, body.model, reply);
+      };
+      if (reply.heldUntil) void reply.heldUntil.finally(answer);
+      else if (reply.delayMs) setTimeout(answer, reply.delayMs);
+      else answer();
+      return;
+    }
+    if (req.url === '/v1/embeddings') {
+      const inputs: string[] = Array.isArray(body.input) ? body.input : [body.input];
+      // Returned out of order on purpose: clients must sort by `index`.
+      const data = inputs.map((text, index) => ({ object: 'embedding', index, embedding: Array.from(embedLocal(text), (v) => v * 3) })).reverse();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data, model: body.model, usage: { prompt_tokens: inputs.length, total_tokens: inputs.length } }));
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ error: { message: 'not found' } }));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+    baseUrl: `${origin}/v1`,
     requests,
     received(count) {
       return arrivals.until(() => requests.length >= count);

@@ -1,7 +1,6 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { serveFake } from './http.js';
 import { FRAME_SAMPLES } from '../../runtime/voice/audio.js';
 import { JsonStreamLine, opened } from '../helpers/phone.js';
 import { Conditions } from '../helpers/conditions.js';
@@ -77,53 +76,46 @@ export async function startFakePlivo(t: Test): Promise<FakePlivo> {
     if (!response.ok) throw new Error(`${url} answered ${response.status}: ${text}`);
     return text;
   }
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
-    req.on('end', () => {
-      const path = req.url ?? '';
-      const json = req.headers['content-type']?.startsWith('application/json') ? (JSON.parse(raw || '{}') as Record<string, unknown>) : undefined;
-      const request: PlivoRequest = { method: req.method ?? '', path, authorization: req.headers.authorization, json };
-      requests.push(request);
-      const apiId = randomUUID();
-      const send = (status: number, body?: unknown) => {
-        arrivals.changed();
-        res.writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' });
-        res.end(body === undefined ? undefined : JSON.stringify({ api_id: apiId, ...(body as object) }));
-      };
-      if (req.headers.authorization !== `Basic ${Buffer.from(`${authId}:${authToken}`).toString('base64')}`) return send(401, { error: 'authentication failed' });
-      const calls = `/v1/Account/${authId}/Call/`;
-      if (req.method === 'POST' && path === calls) {
-        if (!json || typeof json.from !== 'string' || typeof json.to !== 'string' || typeof json.answer_url !== 'string') return send(400, { error: 'from, to and answer_url are required' });
-        if (failure !== undefined) {
-          const status = failure;
-          failure = undefined;
-          return send(status, { error: 'invalid destination number' });
-        }
-        request.requestUuid = randomUUID();
-        return send(201, { message: 'call fired', request_uuid: request.requestUuid });
+  const origin = await serveFake(t, (req, res, raw) => {
+    const path = req.url ?? '';
+    const json = req.headers['content-type']?.startsWith('application/json') ? (JSON.parse(raw || '{}') as Record<string, unknown>) : undefined;
+    const request: PlivoRequest = { method: req.method ?? '', path, authorization: req.headers.authorization, json };
+    requests.push(request);
+    const apiId = randomUUID();
+    const send = (status: number, body?: unknown) => {
+      arrivals.changed();
+      res.writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' });
+      res.end(body === undefined ? undefined : JSON.stringify({ api_id: apiId, ...(body as object) }));
+    };
+    if (req.headers.authorization !== `Basic ${Buffer.from(`${authId}:${authToken}`).toString('base64')}`) return send(401, { error: 'authentication failed' });
+    const calls = `/v1/Account/${authId}/Call/`;
+    if (req.method === 'POST' && path === calls) {
+      if (!json || typeof json.from !== 'string' || typeof json.to !== 'string' || typeof json.answer_url !== 'string') return send(400, { error: 'from, to and answer_url are required' });
+      if (failure !== undefined) {
+        const status = failure;
+        failure = undefined;
+        return send(status, { error: 'invalid destination number' });
       }
-      const one = new RegExp(`^${calls}([0-9a-f-]{36})/$`).exec(path);
-      if (one && req.method === 'DELETE') return send(204);
-      if (one && req.method === 'POST') {
-        if (!json || json.legs !== 'aleg' || typeof json.aleg_url !== 'string') return send(400, { error: 'legs and aleg_url are required' });
-        // Plivo runs the new XML on the call: fetched now, so the transfer is on record when it is acknowledged.
-        return void fetchXml(json.aleg_url, { CallUUID: one[1]!, CallStatus: 'in-progress', Event: 'Transfer' }).then(
-          (xml) => {
-            request.transferXml = xml;
-            send(202, { message: 'call transferred' });
-          },
-          (error: unknown) => send(400, { error: String(error) }),
-        );
-      }
-      send(404, { error: 'not found' });
-    });
+      request.requestUuid = randomUUID();
+      return send(201, { message: 'call fired', request_uuid: request.requestUuid });
+    }
+    const one = new RegExp(`^${calls}([0-9a-f-]{36})/$`).exec(path);
+    if (one && req.method === 'DELETE') return send(204);
+    if (one && req.method === 'POST') {
+      if (!json || json.legs !== 'aleg' || typeof json.aleg_url !== 'string') return send(400, { error: 'legs and aleg_url are required' });
+      // Plivo runs the new XML on the call: fetched now, so the transfer is on record when it is acknowledged.
+      return void fetchXml(json.aleg_url, { CallUUID: one[1]!, CallStatus: 'in-progress', Event: 'Transfer' }).then(
+        (xml) => {
+          request.transferXml = xml;
+          send(202, { message: 'call transferred' });
+        },
+        (error: unknown) => send(400, { error: String(error) }),
+      );
+    }
+    send(404, { error: 'not found' });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  server.unref();
   return {
-    apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    apiUrl: origin,
     authId,
     authToken,
     requests,

@@ -1,7 +1,6 @@
 import { generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { serveFake } from './http.js';
 import { FRAME_SAMPLES } from '../../runtime/voice/audio.js';
 import { JsonStreamLine, opened } from '../helpers/phone.js';
 import { Conditions } from '../helpers/conditions.js';
@@ -59,47 +58,40 @@ export async function startFakeTelnyx(t: Test): Promise<FakeTelnyx> {
   const requests: TelnyxRequest[] = [];
   const arrivals = new Conditions();
   let failure: number | undefined;
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
-    req.on('end', () => {
-      const url = req.url ?? '';
-      const contentType = req.headers['content-type'];
-      const json = contentType?.startsWith('application/json') ? (JSON.parse(raw || '{}') as Record<string, unknown>) : undefined;
-      const form = contentType?.startsWith('application/x-www-form-urlencoded') ? new URLSearchParams(raw) : undefined;
-      const request: TelnyxRequest = { path: url, authorization: req.headers.authorization, contentType, json, form };
-      requests.push(request);
-      const send = (status: number, body: unknown) => {
-        arrivals.changed();
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(body));
-      };
-      const error = (status: number, code: string, title: string, detail: string) => send(status, { errors: [{ code, title, detail }] });
-      if (req.headers.authorization !== `Bearer ${apiKey}`) return error(401, '10009', 'Authentication failed', 'The API key is missing or invalid.');
-      if (req.method !== 'POST') return error(404, '10005', 'Resource not found', 'The requested resource was not found.');
-      if (url === `/v2/texml/calls/${connectionId}`) {
-        if (!json || typeof json.To !== 'string' || typeof json.From !== 'string') return error(422, '10015', 'Invalid parameter', 'From and To are required.');
-        if (failure !== undefined) {
-          const status = failure;
-          failure = undefined;
-          return error(status, '10016', 'Invalid phone number', 'The destination number is not a valid phone number.');
-        }
-        request.callSid = telnyxCallSid();
-        return send(200, { call_sid: request.callSid, from: json.From, to: json.To, status: 'queued' });
+  const origin = await serveFake(t, (req, res, raw) => {
+    const url = req.url ?? '';
+    const contentType = req.headers['content-type'];
+    const json = contentType?.startsWith('application/json') ? (JSON.parse(raw || '{}') as Record<string, unknown>) : undefined;
+    const form = contentType?.startsWith('application/x-www-form-urlencoded') ? new URLSearchParams(raw) : undefined;
+    const request: TelnyxRequest = { path: url, authorization: req.headers.authorization, contentType, json, form };
+    requests.push(request);
+    const send = (status: number, body: unknown) => {
+      arrivals.changed();
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    const error = (status: number, code: string, title: string, detail: string) => send(status, { errors: [{ code, title, detail }] });
+    if (req.headers.authorization !== `Bearer ${apiKey}`) return error(401, '10009', 'Authentication failed', 'The API key is missing or invalid.');
+    if (req.method !== 'POST') return error(404, '10005', 'Resource not found', 'The requested resource was not found.');
+    if (url === `/v2/texml/calls/${connectionId}`) {
+      if (!json || typeof json.To !== 'string' || typeof json.From !== 'string') return error(422, '10015', 'Invalid parameter', 'From and To are required.');
+      if (failure !== undefined) {
+        const status = failure;
+        failure = undefined;
+        return error(status, '10016', 'Invalid phone number', 'The destination number is not a valid phone number.');
       }
-      const update = new RegExp(`^/v2/texml/Accounts/${accountSid}/Calls/([^/?]+)$`).exec(url);
-      if (update && form) {
-        const sid = decodeURIComponent(update[1]!);
-        return send(200, { account_sid: accountSid, sid, status: form.get('Status') ?? 'in-progress', uri: `/v2/texml/Accounts/${accountSid}/Calls/${sid}.json` });
-      }
-      error(404, '10005', 'Resource not found', 'The requested resource was not found.');
-    });
+      request.callSid = telnyxCallSid();
+      return send(200, { call_sid: request.callSid, from: json.From, to: json.To, status: 'queued' });
+    }
+    const update = new RegExp(`^/v2/texml/Accounts/${accountSid}/Calls/([^/?]+)$`).exec(url);
+    if (update && form) {
+      const sid = decodeURIComponent(update[1]!);
+      return send(200, { account_sid: accountSid, sid, status: form.get('Status') ?? 'in-progress', uri: `/v2/texml/Accounts/${accountSid}/Calls/${sid}.json` });
+    }
+    error(404, '10005', 'Resource not found', 'The requested resource was not found.');
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  server.unref();
   return {
-    apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    apiUrl: origin,
     apiKey,
     accountSid,
     connectionId,

@@ -1,6 +1,5 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { serveFake } from './http.js';
 import { Conditions } from '../helpers/conditions.js';
 
 /**
@@ -25,41 +24,34 @@ export async function startFakeTwilio(t: Test, accountSid: string, authToken: st
   const arrivals = new Conditions();
   let failure: number | undefined;
   let calls = 0;
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
-    req.on('end', () => {
-      const form = new URLSearchParams(raw);
-      const request: FakeTwilio['requests'][number] = { path: req.url ?? '', authorization: req.headers.authorization, form };
-      requests.push(request);
-      const send = (status: number, body: unknown) => {
-        arrivals.changed();
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(body));
-      };
-      if (req.headers.authorization !== `Basic ${Buffer.from(`${accountSid}:${authToken}`).toString('base64')}`) return send(401, { code: 20003, message: 'Authenticate', status: 401 });
-      const create = new RegExp(`^/2010-04-01/Accounts/${accountSid}/Calls\\.json$`);
-      const update = new RegExp(`^/2010-04-01/Accounts/${accountSid}/Calls/(CA[0-9a-f]+)\\.json$`);
-      if (create.test(req.url ?? '')) {
-        if (failure !== undefined) {
-          const status = failure;
-          failure = undefined;
-          return send(status, { code: 21217, message: 'Phone number is not a valid phone number', status });
-        }
-        const sid = `CA${(++calls).toString(16).padStart(32, '0')}`;
-        request.sid = sid;
-        return send(201, { sid, status: 'queued', to: form.get('To'), from: form.get('From'), account_sid: accountSid });
+  const origin = await serveFake(t, (req, res, raw) => {
+    const form = new URLSearchParams(raw);
+    const request: FakeTwilio['requests'][number] = { path: req.url ?? '', authorization: req.headers.authorization, form };
+    requests.push(request);
+    const send = (status: number, body: unknown) => {
+      arrivals.changed();
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.headers.authorization !== `Basic ${Buffer.from(`${accountSid}:${authToken}`).toString('base64')}`) return send(401, { code: 20003, message: 'Authenticate', status: 401 });
+    const create = new RegExp(`^/2010-04-01/Accounts/${accountSid}/Calls\\.json$`);
+    const update = new RegExp(`^/2010-04-01/Accounts/${accountSid}/Calls/(CA[0-9a-f]+)\\.json$`);
+    if (create.test(req.url ?? '')) {
+      if (failure !== undefined) {
+        const status = failure;
+        failure = undefined;
+        return send(status, { code: 21217, message: 'Phone number is not a valid phone number', status });
       }
-      const match = update.exec(req.url ?? '');
-      if (match) return send(200, { sid: match[1], status: form.get('Status') ?? 'in-progress' });
-      send(404, { code: 20404, message: 'The requested resource was not found', status: 404 });
-    });
+      const sid = `CA${(++calls).toString(16).padStart(32, '0')}`;
+      request.sid = sid;
+      return send(201, { sid, status: 'queued', to: form.get('To'), from: form.get('From'), account_sid: accountSid });
+    }
+    const match = update.exec(req.url ?? '');
+    if (match) return send(200, { sid: match[1], status: form.get('Status') ?? 'in-progress' });
+    send(404, { code: 20404, message: 'The requested resource was not found', status: 404 });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  server.unref();
   return {
-    apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    apiUrl: origin,
     requests,
     answered: (holds) => arrivals.until(holds),
     received: (count) => arrivals.until(() => requests.length >= count),

@@ -1,8 +1,7 @@
 import { createHash, createHmac, generateKeyPairSync, verify, type KeyObject } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { serveFake } from './http.js';
 import WebSocket from 'ws';
 import { pingPong, type PhoneEvents } from '../../runtime/calls/carriers/loopback.js';
 import { FRAME_SAMPLES } from '../../runtime/voice/audio.js';
@@ -80,43 +79,36 @@ export async function startFakeVonage(t: Test): Promise<FakeVonage> {
   const requests: VonageRequest[] = [];
   const arrivals = new Conditions();
   let failure: number | undefined;
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
-    req.on('end', () => {
-      const path = req.url ?? '';
-      const json = req.headers['content-type']?.startsWith('application/json') && raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
-      const authorized = applicationJwtValid(req.headers.authorization, publicKey, applicationId);
-      const request: VonageRequest = { method: req.method ?? '', path, authorized, json };
-      requests.push(request);
-      const send = (status: number, body?: unknown) => {
-        arrivals.changed();
-        res.writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' });
-        res.end(body === undefined ? undefined : JSON.stringify(body));
-      };
-      const problem = (status: number, title: string, detail: string) => send(status, { type: `https://developer.nexmo.com/api-errors#${status}`, title, detail, instance: 'fake' });
-      if (!authorized) return problem(401, 'Unauthorized', 'You did not provide correct credentials.');
-      if (req.method === 'POST' && path === '/v1/calls') {
-        const to = (json?.to as Array<{ number?: unknown }> | undefined)?.[0]?.number;
-        if (typeof to !== 'string' || !Array.isArray(json?.ncco)) return problem(400, 'Bad Request', 'to and ncco are required.');
-        if (failure !== undefined) {
-          const status = failure;
-          failure = undefined;
-          return problem(status, 'Bad Request', 'The request failed due to validation errors');
-        }
-        request.uuid = vonageUuid();
-        return send(201, { uuid: request.uuid, status: 'started', direction: 'outbound', conversation_uuid: `CON-${request.uuid}` });
+  const origin = await serveFake(t, (req, res, raw) => {
+    const path = req.url ?? '';
+    const json = req.headers['content-type']?.startsWith('application/json') && raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
+    const authorized = applicationJwtValid(req.headers.authorization, publicKey, applicationId);
+    const request: VonageRequest = { method: req.method ?? '', path, authorized, json };
+    requests.push(request);
+    const send = (status: number, body?: unknown) => {
+      arrivals.changed();
+      res.writeHead(status, body === undefined ? {} : { 'content-type': 'application/json' });
+      res.end(body === undefined ? undefined : JSON.stringify(body));
+    };
+    const problem = (status: number, title: string, detail: string) => send(status, { type: `https://developer.nexmo.com/api-errors#${status}`, title, detail, instance: 'fake' });
+    if (!authorized) return problem(401, 'Unauthorized', 'You did not provide correct credentials.');
+    if (req.method === 'POST' && path === '/v1/calls') {
+      const to = (json?.to as Array<{ number?: unknown }> | undefined)?.[0]?.number;
+      if (typeof to !== 'string' || !Array.isArray(json?.ncco)) return problem(400, 'Bad Request', 'to and ncco are required.');
+      if (failure !== undefined) {
+        const status = failure;
+        failure = undefined;
+        return problem(status, 'Bad Request', 'The request failed due to validation errors');
       }
-      const update = /^\/v1\/calls\/([\w-]+)$/.exec(path);
-      if (req.method === 'PUT' && update && (json?.action === 'hangup' || json?.action === 'transfer')) return send(204);
-      problem(404, 'Not Found', 'The requested resource does not exist.');
-    });
+      request.uuid = vonageUuid();
+      return send(201, { uuid: request.uuid, status: 'started', direction: 'outbound', conversation_uuid: `CON-${request.uuid}` });
+    }
+    const update = /^\/v1\/calls\/([\w-]+)$/.exec(path);
+    if (req.method === 'PUT' && update && (json?.action === 'hangup' || json?.action === 'transfer')) return send(204);
+    problem(404, 'Not Found', 'The requested resource does not exist.');
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  server.unref();
   return {
-    apiUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    apiUrl: origin,
     applicationId,
     privateKeyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
     privateKey,
