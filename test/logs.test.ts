@@ -4,7 +4,9 @@
  *    back in that header), method, route, status and the user it authenticated;
  * 2. one line per status change of a call, with the call id, its owner and the id of the request
  *    that began it;
- * 3. no line holds a password, a session or API key token, the operator or metrics token, or a
+ * 3. no line names a field twice (a call's logger already carries its ids: a line adding them
+ *    again would repeat them, and readers keep either one);
+ * 4. no line holds a password, a session or API key token, the operator or metrics token, or a
  *    call's media stream token, whatever the requests carried.
  */
 import t from 'tap';
@@ -14,12 +16,36 @@ import { ADMIN_TOKEN } from './helpers/platform.js';
 import { endedCall, voiceSetup } from './helpers/voice.js';
 
 const METRICS_TOKEN = 'metrics-scrape-token-42';
+
+/** The top-level fields a JSON object line names more than once (JSON.parse keeps only the last). */
+function repeatedFields(raw: string): string[] {
+  const seen = new Set<string>();
+  const repeated: string[] = [];
+  let depth = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const char = raw[i];
+    if (char === '{' || char === '[') depth++;
+    else if (char === '}' || char === ']') depth--;
+    else if (char === '"') {
+      let end = i + 1;
+      while (raw[end] !== '"') end += raw[end] === '\\' ? 2 : 1;
+      const name = raw.slice(i + 1, end);
+      i = end;
+      if (depth !== 1 || raw[end + 1] !== ':') continue;
+      if (seen.has(name)) repeated.push(name);
+      seen.add(name);
+    }
+  }
+  return repeated;
+}
+
 const PASSWORD = 'correct horse battery';
 
 t.test('requests and calls are logged with their ids, secrets never', async (t) => {
   const lines: Array<Record<string, any>> = [];
+  const raw: string[] = [];
   const dialed: LoopbackDial[] = [];
-  const s = await voiceSetup(t, { type: 'outbound' }, { config: { metricsToken: METRICS_TOKEN }, runtime: { carrier: createLoopbackCarrier((call) => dialed.push(call)) }, logTo: (line) => lines.push(line) });
+  const s = await voiceSetup(t, { type: 'outbound' }, { config: { metricsToken: METRICS_TOKEN }, runtime: { carrier: createLoopbackCarrier((call) => dialed.push(call)) }, logTo: (line, written) => (lines.push(line), raw.push(written)) });
 
   const key = (await s.api.request('POST', '/user/api-keys', { token: s.token, body: { name: 'ci' } })).body.api_key.token as string;
   const me = await s.api.request('GET', '/user', { token: key });
@@ -52,6 +78,9 @@ t.test('requests and calls are logged with their ids, secrets never', async (t) 
   const statuses = lines.filter((line) => line.msg === 'call status' && line.callId === callId);
   t.same(statuses.map((line) => line.status), ['in-progress', 'ended_by_customer'], 'each change once, in order (the loopback carrier reports no ringing)');
   t.ok(statuses.every((line) => line.userId === s.userId && line.reqId === 'place-call-1'), 'each with its owner and the request that placed it');
+
+  t.same(repeatedFields('{"a":1,"b":{"a":2},"c":"x\\"a\\":","b":3}'), ['b'], 'a repeated field is seen, nested and quoted ones are not');
+  t.same(raw.filter((line) => repeatedFields(line).length > 0), [], 'no line names a field twice');
 
   const text = lines.map((line) => JSON.stringify(line)).join('\n');
   for (const [name, secret] of Object.entries({ password: PASSWORD, session: s.token, apiKey: key, admin: ADMIN_TOKEN, metrics: METRICS_TOKEN, stream: dialed[0]!.token })) {

@@ -50,6 +50,7 @@ export class CallSession {
   /** A realtime call's caller turn whose words the model has not transcribed yet. */
   private pendingUserEntry: TranscriptEntry | undefined;
 
+  /** @param logger bound to the call (its id, owner and request): lines here add only what they are about. */
   constructor(
     readonly spec: CallSpec,
     private readonly clock: Clock,
@@ -84,7 +85,7 @@ export class CallSession {
     this.actor.subscribe({
       next: (snapshot) => this.observe(snapshot),
       error: (error) => {
-        this.logger.error({ err: error, callId: spec.callId }, 'call actor failed');
+        this.logger.error({ err: error }, 'call actor failed');
         this.finish('failed', 'The call failed unexpectedly');
       },
     });
@@ -101,7 +102,7 @@ export class CallSession {
             if (!abort.signal.aborted) sendBack(event);
           }).catch((error: unknown) => {
             if (abort.signal.aborted) return;
-            this.logger.warn({ err: error, callId: this.spec.callId }, 'response failed');
+            this.logger.warn({ err: error }, 'response failed');
             sendBack({ type: 'RESPONSE_FAILED', reason: error instanceof Error ? error.message : 'The response failed' });
           });
           return () => {
@@ -221,7 +222,7 @@ export class CallSession {
       this.prune();
     } else if (event.type === 'error') {
       if (event.fatal) this.providerFailed('realtime model', new Error(event.message));
-      else this.logger.warn({ callId: this.spec.callId, message: event.message }, 'realtime model error');
+      else this.logger.warn({ message: event.message }, 'realtime model error');
     }
   }
 
@@ -232,7 +233,7 @@ export class CallSession {
 
   private providerFailed(kind: string, error: Error): void {
     if (this.ended) return;
-    this.logger.warn({ err: error, callId: this.spec.callId }, `${kind} failed`);
+    this.logger.warn({ err: error }, `${kind} failed`);
     this.send({ type: 'FAIL', reason: `The ${kind} failed: ${error.message}` });
   }
 
@@ -260,7 +261,7 @@ export class CallSession {
     this.finishResponse(false);
     if (outcome.transfer) {
       this.transferring = true;
-      await this.hooks.transfer(outcome.transfer).catch((error: unknown) => this.logger.warn({ err: error, callId: this.spec.callId }, 'transfer failed'));
+      await this.hooks.transfer(outcome.transfer).catch((error: unknown) => this.logger.warn({ err: error }, 'transfer failed'));
       sendBack({ type: 'RESPONSE_DONE', outcome: { end: 'completed' } });
       return;
     }
@@ -298,7 +299,7 @@ export class CallSession {
         // The carrier said "machine" while the call was still ringing, when there was nothing to do yet.
         if (this.spec.answeredBy === 'machine') queueMicrotask(() => this.voicemail());
       }
-      this.logger.info({ callId: this.spec.callId, userId: this.spec.ownerId, status: top }, 'call status');
+      this.logger.info({ status: top }, 'call status');
       this.hooks.status(top, this.clock.now());
       if (snapshot.status === 'done') this.finish(top, snapshot.context.failure);
     }

@@ -22,7 +22,7 @@ export interface VoiceSetup {
 export async function voiceSetup(
   t: Test,
   assistant: Record<string, unknown> = {},
-  options: { config?: Partial<Config>; runtime?: RuntimeOptions; logTo?: (line: Record<string, unknown>) => void } = {},
+  options: { config?: Partial<Config>; runtime?: RuntimeOptions; logTo?: (line: Record<string, unknown>, raw: string) => void } = {},
 ): Promise<VoiceSetup> {
   const clock = new ManualClock(Date.UTC(2026, 10, 24, 10, 0, 0));
   const scripts = new Map<number, string[]>();

@@ -42,7 +42,7 @@ async function knowledgeFor(context: ResponseContext, text: string): Promise<str
   if (kbId === undefined) return '';
   const { knowledge, ownerId } = context.spec.functionContext;
   const passages = await knowledge.search(ownerId, kbId, text, 3).catch((error: unknown) => {
-    context.logger.warn({ err: error, callId: context.spec.callId }, 'knowledge for the turn could not be searched');
+    context.logger.warn({ err: error }, 'knowledge for the turn could not be searched');
     return [];
   });
   return knowledgeSection(passages);

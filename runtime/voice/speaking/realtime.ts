@@ -212,7 +212,7 @@ class RealtimeResponse {
     const fallback = this.context.spec.toolFallback;
     if (!fallback || this.rounds >= MAX_TOOL_ROUNDS || this.signal.aborted) return this.settle?.reject(new Error(reason));
     this.rounds++;
-    this.context.logger.warn({ callId: this.context.spec.callId, reason }, 'realtime function calling failed; the text model takes over');
+    this.context.logger.warn({ reason }, 'realtime function calling failed; the text model takes over');
     void this.toolRoundWithTextModel(fallback).then(
       (said) => {
         if (this.signal.aborted) return;
@@ -228,7 +228,7 @@ class RealtimeResponse {
   private async toolRoundWithTextModel(model: ModelChoice): Promise<{ text: string; results: Array<{ name: string; output: unknown }> }> {
     const { spec, logger, transcript } = this.context;
     const messages: ChatMessage[] = [{ role: 'system', content: spec.systemPrompt }, ...transcript.filter((e) => e.text).map((e): ChatMessage => ({ role: e.role, content: e.text }))];
-    const round = await streamRound({ llm: model, fallback: undefined, messages, functions: spec.functions, temperature: spec.temperature, signal: this.signal, onDelta: () => {} }, logger, { callId: spec.callId });
+    const round = await streamRound({ llm: model, fallback: undefined, messages, functions: spec.functions, temperature: spec.temperature, signal: this.signal, onDelta: () => {} }, logger, {});
     const results = [];
     for (const call of round.calls) {
       if (this.signal.aborted) break;
