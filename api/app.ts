@@ -41,6 +41,8 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
   const { services } = runtime;
   const router = new Router();
   const perIp = createRateLimiter(config.rateLimits.perIp);
+  /** The operator's choice for carriers without a signing secret (refused unless ACCEPT_UNSIGNED_CARRIER_WEBHOOKS). */
+  const acceptUnsigned = config.acceptUnsignedCarrierWebhooks;
   const perConversation = createRateLimiter(config.rateLimits.perConversation);
   const routes = [
     ...healthRoutes(() => runtime.health()),
@@ -55,10 +57,10 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
     ...callRoutes(services.calls, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),
-    ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, publicUrl: () => runtime.publicUrl() }),
-    ...telnyxRoutes(services.voice, { publicKey: config.telnyxPublicKey }),
-    ...vonageRoutes(services.voice, { signatureSecret: config.vonageSignatureSecret, applicationId: config.vonage?.applicationId }),
-    ...plivoRoutes(services.voice, { authToken: config.plivoAuthToken, publicUrl: () => runtime.publicUrl() }),
+    ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),
+    ...telnyxRoutes(services.voice, { publicKey: config.telnyxPublicKey, acceptUnsigned }),
+    ...vonageRoutes(services.voice, { signatureSecret: config.vonageSignatureSecret, acceptUnsigned, applicationId: config.vonage?.applicationId }),
+    ...plivoRoutes(services.voice, { authToken: config.plivoAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),
     ...webhookRoutes(services.webhooks),
     ...recordingRoutes(services.calls),
     ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),

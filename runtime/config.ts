@@ -98,6 +98,15 @@ export interface Config {
   readonly plivo: { readonly authId: string; readonly authToken: string; readonly apiUrl: string } | undefined;
   /** PLIVO_AUTH_TOKEN: when set, Plivo's webhooks must carry a valid `X-Plivo-Signature-V3` (with its nonce). */
   readonly plivoAuthToken: string | undefined;
+  /**
+   * ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: a carrier's webhooks without its signing secret set
+   * (TWILIO_AUTH_TOKEN, TELNYX_PUBLIC_KEY, VONAGE_SIGNATURE_SECRET, PLIVO_AUTH_TOKEN) are taken
+   * unsigned instead of refused (403). Only for a carrier simulator on a closed network: anyone who
+   * can reach the server could start calls to an owner's numbers on their balance, or end calls.
+   * Telnyx or Vonage configured without its key is a start-up error unless this is set.
+   * @defaultValue false
+   */
+  readonly acceptUnsignedCarrierWebhooks: boolean;
   /** Speech vendors with a key (DEEPGRAM_*, ELEVENLABS_*, OPENAI_* for TTS and realtime); others are served by `dev`. */
   readonly speech: SpeechVendors;
   /** CALCOM_API_URL: the Cal.com API for the calendar tool. @defaultValue https://api.cal.com */
@@ -319,7 +328,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
   const publicRaw = overrides.publicUrl ?? url(env, 'PUBLIC_URL', ['http:', 'https:']);
   const publicUrl = (publicRaw ?? `http://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
 
-  return {
+  return signingKeysChecked({
     port,
     host,
     dataDir: resolve(overrides.dataDir ?? text(env, 'DATA_DIR') ?? configDefaults.dataDir),
@@ -355,9 +364,25 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     vonageSignatureSecret: overrides.vonageSignatureSecret ?? text(env, 'VONAGE_SIGNATURE_SECRET'),
     plivo: overrides.plivo ?? plivoConfig(env),
     plivoAuthToken: overrides.plivoAuthToken ?? text(env, 'PLIVO_AUTH_TOKEN'),
+    acceptUnsignedCarrierWebhooks: overrides.acceptUnsignedCarrierWebhooks ?? flag(env, 'ACCEPT_UNSIGNED_CARRIER_WEBHOOKS', false),
     speech: overrides.speech ?? speechConfig(env),
     calendarApiUrl: (overrides.calendarApiUrl ?? url(env, 'CALCOM_API_URL', ['https:', 'http:']) ?? 'https://api.cal.com').replace(/\/+$/, ''),
     shutdownGraceMs: overrides.shutdownGraceMs ?? integer(env, 'SHUTDOWN_GRACE_SECONDS', 0, 3600, configDefaults.shutdownGraceMs / 1000) * 1000,
     callPresence: overrides.callPresence ?? callPresenceConfig(env),
-  };
+  });
+}
+
+/**
+ * A carrier that places calls takes its webhooks signed only: Telnyx and Vonage keep their signing
+ * key apart from their API credentials, and without it their routes would refuse every webhook.
+ */
+function signingKeysChecked(config: Config): Config {
+  if (config.acceptUnsignedCarrierWebhooks) return config;
+  if (config.telnyx && !config.telnyxPublicKey) {
+    throw new ConfigError('TELNYX_PUBLIC_KEY', "must be set with TELNYX_API_KEY: Telnyx's webhooks are checked with it (Mission Control, Keys & Credentials, Public Key)");
+  }
+  if (config.vonage && !config.vonageSignatureSecret) {
+    throw new ConfigError('VONAGE_SIGNATURE_SECRET', "must be set with VONAGE_APPLICATION_ID: Vonage's webhooks are checked with it (the dashboard's API settings, Signature secret)");
+  }
+  return config;
 }

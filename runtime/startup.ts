@@ -15,7 +15,10 @@ export interface StartupFacts {
   readonly providers: readonly string[];
   /** Catalog providers served by the offline `dev` stand-ins (no key configured, or no adapter yet). */
   readonly offline: readonly string[];
+  /** The carriers with credentials, or the loopback stand-in. */
   readonly carrier: string;
+  /** Which carriers' webhooks are taken: signed ones of each carrier with its secret set; unsigned ones only when the operator chose. */
+  readonly carrierWebhooks: string;
   readonly adminRoutes: 'on' | 'off (set ADMIN_TOKEN)';
   readonly outboundPrivateAddresses: 'allowed' | 'refused';
   readonly metrics: 'token required' | 'open (set METRICS_TOKEN)';
@@ -38,7 +41,23 @@ function providerTable(config: Config): ReadonlyArray<readonly [string, string, 
   ];
 }
 
+/** Whose webhooks the server takes, as an operator should read it before exposing the server. */
+function carrierWebhooks(config: Config): string {
+  const secrets: ReadonlyArray<readonly [string, string | undefined]> = [
+    ['twilio', config.twilioAuthToken],
+    ['telnyx', config.telnyxPublicKey],
+    ['plivo', config.plivoAuthToken],
+    ['vonage', config.vonageSignatureSecret],
+  ];
+  const signed = secrets.filter(([, secret]) => secret !== undefined).map(([name]) => name);
+  const unsigned = secrets.filter(([, secret]) => secret === undefined).map(([name]) => name);
+  const parts = signed.length > 0 ? [`signed: ${signed.join(', ')}`] : [];
+  if (unsigned.length > 0) parts.push(config.acceptUnsignedCarrierWebhooks ? `UNSIGNED ACCEPTED: ${unsigned.join(', ')} (ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: anyone can post them)` : `refused: ${unsigned.join(', ')} (no signing secret)`);
+  return parts.join('; ');
+}
+
 export function startupFacts(config: Config, url: string, embeddedDirectory: string | undefined): StartupFacts {
+  const carriers = (['twilio', 'telnyx', 'plivo', 'vonage'] as const).filter((name) => config[name] !== undefined);
   const table = providerTable(config);
   const byKind = (live: boolean) => {
     const groups = new Map<string, string[]>();
@@ -56,7 +75,8 @@ export function startupFacts(config: Config, url: string, embeddedDirectory: str
     search: config.elasticsearchUrl ? 'Elasticsearch' : 'PostgreSQL',
     providers,
     offline,
-    carrier: config.twilio ? 'twilio' : 'loopback (a local silent phone answers outbound calls; set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN)',
+    carrier: carriers.length > 0 ? carriers.join(', ') : 'loopback (a local silent phone answers outbound calls; set the credentials of Twilio, Telnyx, Plivo or Vonage)',
+    carrierWebhooks: carrierWebhooks(config),
     adminRoutes: config.adminToken ? 'on' : 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: config.outboundAllowPrivate ? 'allowed' : 'refused',
     metrics: config.metricsToken ? 'token required' : 'open (set METRICS_TOKEN)',
@@ -73,6 +93,7 @@ export function startupBlock(facts: StartupFacts): string {
     `  providers          ${facts.providers.length > 0 ? facts.providers.join('; ') : 'none configured'}`,
     `  offline stand-ins  ${facts.offline.length > 0 ? `${facts.offline.join('; ')} (the dev providers: no network, not real speech or answers)` : 'none'}`,
     `  carrier            ${facts.carrier}`,
+    `  carrier webhooks   ${facts.carrierWebhooks}`,
     `  admin routes       ${facts.adminRoutes}`,
     `  private addresses  ${facts.outboundPrivateAddresses} for tools, webhooks and crawling`,
     `  metrics            ${facts.metrics}`,

@@ -42,17 +42,20 @@ t.test('explicit values', async (t) => {
   t.equal(loadConfig({ PORT: '4000', HOST: 'localhost' }).publicUrl, 'http://localhost:4000');
 });
 
-t.test('Telnyx: key, account and TeXML connection together; the webhook key on its own', async (t) => {
-  t.same([loadConfig({}).telnyx, loadConfig({}).telnyxPublicKey], [undefined, undefined], 'without them the loopback carrier, unsigned webhooks taken');
+t.test('Telnyx: key, account and TeXML connection together, with the webhook key unless unsigned webhooks are accepted', async (t) => {
+  t.same([loadConfig({}).telnyx, loadConfig({}).telnyxPublicKey, loadConfig({}).acceptUnsignedCarrierWebhooks], [undefined, undefined, false], 'without them the loopback carrier, unsigned webhooks refused');
   const publicKey = Buffer.alloc(32, 7).toString('base64');
   const telnyx = { TELNYX_API_KEY: 'KEY0123_abc', TELNYX_ACCOUNT_SID: '0f5a2c3e-6a1b-4c7d-9e8f-0123456789ab', TELNYX_CONNECTION_ID: '1773070540731319841' };
   t.same(loadConfig({ ...telnyx, TELNYX_PUBLIC_KEY: publicKey }).telnyx, { apiKey: 'KEY0123_abc', accountSid: telnyx.TELNYX_ACCOUNT_SID, connectionId: telnyx.TELNYX_CONNECTION_ID, apiUrl: 'https://api.telnyx.com' });
-  t.equal(loadConfig({ ...telnyx, TELNYX_API_URL: 'http://127.0.0.1:9000/' }).telnyx?.apiUrl, 'http://127.0.0.1:9000');
+  t.equal(loadConfig({ ...telnyx, TELNYX_PUBLIC_KEY: publicKey, TELNYX_API_URL: 'http://127.0.0.1:9000/' }).telnyx?.apiUrl, 'http://127.0.0.1:9000');
   t.equal(loadConfig({ TELNYX_PUBLIC_KEY: publicKey }).telnyxPublicKey, publicKey);
+  t.throws(() => loadConfig(telnyx), /^Invalid TELNYX_PUBLIC_KEY: must be set with TELNYX_API_KEY: Telnyx's webhooks are checked with it/, 'a carrier whose webhooks could not be checked');
+  const unsigned = loadConfig({ ...telnyx, ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: 'true' });
+  t.same([unsigned.telnyx?.apiKey, unsigned.telnyxPublicKey, unsigned.acceptUnsignedCarrierWebhooks], ['KEY0123_abc', undefined, true], 'unless the operator takes them unsigned');
 });
 
 t.test('Plivo: auth id and token together; the token alone checks signatures', async (t) => {
-  t.same([loadConfig({}).plivo, loadConfig({}).plivoAuthToken], [undefined, undefined], 'without them the loopback carrier, unsigned webhooks taken');
+  t.same([loadConfig({}).plivo, loadConfig({}).plivoAuthToken], [undefined, undefined], 'without them the loopback carrier, unsigned webhooks refused');
   t.same(loadConfig({ PLIVO_AUTH_ID: 'MAXXXXXXXXXXXXXXXXXX', PLIVO_AUTH_TOKEN: 'secret' }).plivo, { authId: 'MAXXXXXXXXXXXXXXXXXX', authToken: 'secret', apiUrl: 'https://api.plivo.com' });
   t.equal(loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'secret', PLIVO_API_URL: 'http://127.0.0.1:9000/' }).plivo?.apiUrl, 'http://127.0.0.1:9000');
   const tokenOnly = loadConfig({ PLIVO_AUTH_TOKEN: 'secret' });
@@ -77,6 +80,7 @@ t.test('bad values name the variable', async (t) => {
     [{ CALL_SWEEP_MS: 'often' }, /^Invalid CALL_SWEEP_MS/],
     [{ TELNYX_API_KEY: 'KEY0123_abc', TELNYX_CONNECTION_ID: '1773070540731319841' }, /^Invalid TELNYX_ACCOUNT_SID: must be set with TELNYX_API_KEY and TELNYX_CONNECTION_ID$/],
     [{ TELNYX_API_KEY: 'k', TELNYX_ACCOUNT_SID: 'a', TELNYX_CONNECTION_ID: 'c', TELNYX_API_URL: 'ftp://x' }, /^Invalid TELNYX_API_URL/],
+    [{ ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: 'sometimes' }, /^Invalid ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: expected true or false/],
     [{ TELNYX_PUBLIC_KEY: Buffer.alloc(31).toString('base64') }, /^Invalid TELNYX_PUBLIC_KEY: expected an Ed25519 public key: 32 bytes in base64$/],
     [{ PLIVO_AUTH_ID: 'MAXXXXXXXXXXXXXXXXXX' }, /^Invalid PLIVO_AUTH_TOKEN: must be set with PLIVO_AUTH_ID$/],
     [{ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'x', PLIVO_API_URL: 'ftp://x' }, /^Invalid PLIVO_API_URL/],

@@ -13,6 +13,8 @@ import { withClient } from './helpers/database.js';
 // Loopback tool and webhook URLs are allowed here: the sweep is about input, the guard has its own tests.
 const api = await startTestPlatform(t, {
   outboundAllowPrivate: true,
+  // The carriers' webhooks unsigned, so hostile fields reach their handlers (see carrierForms).
+  acceptUnsignedCarrierWebhooks: true,
   rateLimits: { perIp: { capacity: 1e9, perMinute: 1e9 }, perConversation: { capacity: 1e9, perMinute: 1e9 } },
 });
 const owner = await api.user('Owner');
@@ -92,7 +94,7 @@ const rawBodies = [
   { type: 'multipart/form-data; boundary=x', text: '--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nx' },
 ];
 
-/** The carriers' form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN, TELNYX_PUBLIC_KEY, VONAGE_SIGNATURE_SECRET nor PLIVO_AUTH_TOKEN: unsigned requests are taken). */
+/** The carriers' form fields, over a valid call to the owner's number (no TWILIO_AUTH_TOKEN, TELNYX_PUBLIC_KEY, VONAGE_SIGNATURE_SECRET nor PLIVO_AUTH_TOKEN, and ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: unsigned requests are taken). */
 const carrierForms: Record<string, Record<string, string>> = {
   'POST /api/telephony/twilio/inbound': { To: number.number, From: '+14155550199', CallSid: `CA${'0'.repeat(32)}` },
   'POST /api/telephony/twilio/status': { CallSid: `CA${'0'.repeat(32)}`, CallStatus: 'completed', AnsweredBy: 'human' },

@@ -6,7 +6,8 @@ import { startTestPlatform } from './helpers/platform.js';
 /**
  * What the server says when it starts:
  * 1. One line, `platform listening`, names the URL, the API reference, the offline `dev`
- *    stand-ins, and whether admin routes, metrics and private outbound addresses are open.
+ *    stand-ins, the carriers and whose webhooks are taken, and whether admin routes, metrics and
+ *    private outbound addresses are open.
  * 2. A configured provider moves out of the stand-ins; the switches follow the configuration.
  * 3. The block for a terminal says the same in lines, including how to stop.
  */
@@ -24,6 +25,7 @@ t.test('the start-up line names the URL, the reference, the offline stand-ins an
     providers: [],
     offline: ['chat: openai, groq', 'transcription: deepgram, openai, azure', 'voice: elevenlabs, openai, azure', 'realtime: openai', 'embeddings: built-in local embedder'],
     carrier: /^loopback/,
+    carrierWebhooks: 'refused: twilio, telnyx, plivo, vonage (no signing secret)',
     adminRoutes: 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: 'refused',
     metrics: 'open (set METRICS_TOKEN)',
@@ -33,12 +35,14 @@ t.test('the start-up line names the URL, the reference, the offline stand-ins an
 });
 
 t.test('configured providers and switches are said as they are', async (t) => {
-  const config = loadConfig({ GROQ_API_KEY: 'gsk', DEEPGRAM_API_KEY: 'dg', ADMIN_TOKEN: 'an-admin-token-0123', OUTBOUND_ALLOW_PRIVATE: 'true', METRICS_TOKEN: 'm', SHUTDOWN_GRACE_SECONDS: '45', EMBEDDINGS_BASE_URL: 'https://api.openai.com/v1' });
+  const config = loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'secret', TWILIO_AUTH_TOKEN: 'tw', ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: 'true', GROQ_API_KEY: 'gsk', DEEPGRAM_API_KEY: 'dg', ADMIN_TOKEN: 'an-admin-token-0123', OUTBOUND_ALLOW_PRIVATE: 'true', METRICS_TOKEN: 'm', SHUTDOWN_GRACE_SECONDS: '45', EMBEDDINGS_BASE_URL: 'https://api.openai.com/v1' });
   const facts = startupFacts(config, 'https://voice.example.com', '/var/lib/ap/postgres');
   t.match(facts, {
     database: 'embedded PostgreSQL in /var/lib/ap/postgres',
     providers: ['chat: groq', 'transcription: deepgram', 'embeddings: text-embedding-3-small'],
     offline: ['chat: openai', 'transcription: openai, azure', 'voice: elevenlabs, openai, azure', 'realtime: openai'],
+    carrier: 'plivo',
+    carrierWebhooks: 'signed: twilio, plivo; UNSIGNED ACCEPTED: telnyx, vonage (ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: anyone can post them)',
     adminRoutes: 'on',
     outboundPrivateAddresses: 'allowed',
     metrics: 'token required',
@@ -48,5 +52,6 @@ t.test('configured providers and switches are said as they are', async (t) => {
   t.match(block, /^Assistant Platform listening on https:\/\/voice\.example\.com\n/);
   t.match(block, /API reference +https:\/\/voice\.example\.com\/api\/docs/);
   t.match(block, /offline stand-ins +chat: openai; transcription: openai, azure; voice: elevenlabs, openai, azure; realtime: openai \(the dev providers/);
+  t.match(block, /carrier webhooks +signed: twilio, plivo; UNSIGNED ACCEPTED/);
   t.match(block, /SIGTERM or Ctrl-C: live calls get 45 s to finish \(SHUTDOWN_GRACE_SECONDS\); a second signal ends them at once/);
 });

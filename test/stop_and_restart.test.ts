@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { twilioSignature } from '../api/routes/carriers/twilio.js';
 import { MediaStreamPhone } from '../runtime/calls/carriers/loopback.js';
 import { startFakeOpenAi, type FakeOpenAi } from './fakes/openai.js';
 import { Conditions } from './helpers/conditions.js';
@@ -30,6 +31,7 @@ import { html, startSite, type TestSite } from './helpers/site.js';
 
 const GRACE_SECONDS = 3;
 const ADMIN = 'admin-token-0123456789';
+const TWILIO_AUTH_TOKEN = 'twilio-auth-token-0123456789';
 
 interface Receiver {
   readonly url: string;
@@ -106,7 +108,7 @@ async function world(t: Test): Promise<World> {
     fake,
     site,
     receiver,
-    options: (extra = {}) => ({ dataDir, npm: true, ...extra, env: { ADMIN_TOKEN: ADMIN, OUTBOUND_ALLOW_PRIVATE: 'true', SHUTDOWN_GRACE_SECONDS: String(GRACE_SECONDS), GROQ_API_KEY: 'gsk-test', GROQ_BASE_URL: fake.baseUrl } }),
+    options: (extra = {}) => ({ dataDir, npm: true, ...extra, env: { ADMIN_TOKEN: ADMIN, TWILIO_AUTH_TOKEN, OUTBOUND_ALLOW_PRIVATE: 'true', SHUTDOWN_GRACE_SECONDS: String(GRACE_SECONDS), GROQ_API_KEY: 'gsk-test', GROQ_BASE_URL: fake.baseUrl } }),
   };
 }
 
@@ -147,10 +149,13 @@ async function callOut(server: ServerProcess, a: Account, to: string): Promise<n
 }
 
 async function callIn(server: ServerProcess, a: Account, callSid: string): Promise<{ id: number; phone: MediaStreamPhone }> {
-  const answer = await fetch(`${server.origin}/api/telephony/twilio/inbound`, {
+  // Signed as Twilio signs it: the server refuses unsigned webhooks.
+  const webhook = `${server.origin}/api/telephony/twilio/inbound`;
+  const form = new URLSearchParams({ To: a.inboundNumber, From: '+14155550199', CallSid: callSid });
+  const answer = await fetch(webhook, {
     method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ To: a.inboundNumber, From: '+14155550199', CallSid: callSid }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(TWILIO_AUTH_TOKEN, webhook, form) },
+    body: form.toString(),
   }).then((r) => r.text());
   const url = /<Stream url="([^"]+)"/.exec(answer)![1]!;
   const id = /name="call_id" value="(\d+)"/.exec(answer)![1]!;

@@ -11,12 +11,12 @@
  * 4. The webhook routes, over a recording stand-in for the call service: the answer webhook as a
  *    GET (query) and as a POST (JSON), numbers given their `+`; every event status and both
  *    verdicts in the platform's words; events naming no call (an inbound call's) change nothing;
- *    unsigned webhooks are taken only without a signature secret.
+ *    without a signature secret unsigned webhooks are refused, or taken when the operator accepts them.
  * 5. The Voice API adapter against the fake: every request carries an application JWT (RS256)
  *    the fake verifies; create, transfer, hang-up bodies; a refusal is a CarrierError with the detail.
  * 6. Settings: VONAGE_APPLICATION_ID and VONAGE_PRIVATE_KEY together (PEM text, PEM with escaped
- *    line breaks, or a file path), VONAGE_API_URL, VONAGE_SIGNATURE_SECRET; a bad key names the
- *    variable without echoing the value.
+ *    line breaks, or a file path), VONAGE_API_URL, VONAGE_SIGNATURE_SECRET (required with them
+ *    unless ACCEPT_UNSIGNED_CARRIER_WEBHOOKS); a bad key names the variable without echoing the value.
  */
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -133,7 +133,9 @@ t.test('the webhook routes', async (t) => {
     return { id: 'r1', method, path: pathname!, params: {}, query: {}, rawQuery: method === 'GET' ? new URLSearchParams(fields).toString() : rawQuery, headers, ip: '127.0.0.1', rawBody: Buffer.from(method === 'GET' ? '' : JSON.stringify(body)), body, files: {}, principal: undefined, log: undefined as never };
   };
   const route = (routes: RouteDefinition[], method: string, path: string) => routes.find((r) => r.method === method && r.path === path)!;
-  const open = vonageRoutes(voice, { signatureSecret: undefined });
+  const refusing = vonageRoutes(voice, { signatureSecret: undefined, acceptUnsigned: false });
+  await t.rejects(async () => route(refusing, 'POST', '/api/telephony/vonage/inbound').handler(request('POST', '/api/telephony/vonage/inbound', { to: '14155550100', from: '14155550199', uuid: 'u-0' })), { code: 'forbidden', message: 'Vonage webhooks are not accepted by this server.' }, 'no secret and no choice to accept unsigned: refused');
+  const open = vonageRoutes(voice, { signatureSecret: undefined, acceptUnsigned: true });
   const call = { to: '14155550100', from: '14155550199', uuid: 'u-1', conversation_uuid: 'CON-1' };
   for (const method of ['GET', 'POST']) {
     const answered = await route(open, method, '/api/telephony/vonage/inbound').handler(request(method, '/api/telephony/vonage/inbound', call));
@@ -156,7 +158,7 @@ t.test('the webhook routes', async (t) => {
   await status.handler(request('POST', '/api/telephony/vonage/status', { uuid: 'u-2', status: 'completed' }));
   t.equal(statuses.length, words.length, 'an event naming no call changes nothing');
 
-  const signed = vonageRoutes(voice, { signatureSecret: 'secret', applicationId: 'app-1' });
+  const signed = vonageRoutes(voice, { signatureSecret: 'secret', acceptUnsigned: true, applicationId: 'app-1' });
   await t.rejects(async () => route(signed, 'GET', '/api/telephony/vonage/inbound').handler(request('GET', '/api/telephony/vonage/inbound', call)), { name: 'PlatformError', code: 'forbidden', message: 'The Vonage signature does not match.' });
   const claims = (payload: string) => ({ iat: Math.floor(Date.now() / 1000), jti: 'j', payload_hash: createHash('sha256').update(payload).digest('hex'), application_id: 'app-1' });
   const get = await route(signed, 'GET', '/api/telephony/vonage/inbound').handler(request('GET', '/api/telephony/vonage/inbound', call, { authorization: `Bearer ${hs256(claims(JSON.stringify(call)), 'secret')}` }));
@@ -205,7 +207,7 @@ t.test('settings', async (t) => {
   writeFileSync(join(dir, 'private.key'), pem);
   const forms: Array<[string, string]> = [['PEM text', pem], ['PEM with escaped line breaks', pem.replace(/\n/g, '\\n')], ['a file path', join(dir, 'private.key')]];
   for (const [what, value] of forms) {
-    const config = loadConfig({ VONAGE_APPLICATION_ID: 'app-1', VONAGE_PRIVATE_KEY: value });
+    const config = loadConfig({ VONAGE_APPLICATION_ID: 'app-1', VONAGE_PRIVATE_KEY: value, VONAGE_SIGNATURE_SECRET: 'sig' });
     t.equal(config.vonage?.applicationId, 'app-1', what);
     t.equal(config.vonage?.privateKey.asymmetricKeyType, 'rsa', what);
     t.equal(config.vonage?.apiUrl, 'https://api.nexmo.com', `${what}: the default API origin`);
@@ -213,6 +215,8 @@ t.test('settings', async (t) => {
   const custom = loadConfig({ VONAGE_APPLICATION_ID: 'app-1', VONAGE_PRIVATE_KEY: pem, VONAGE_API_URL: 'http://127.0.0.1:9999/', VONAGE_SIGNATURE_SECRET: 'sig' });
   t.equal(custom.vonage?.apiUrl, 'http://127.0.0.1:9999');
   t.equal(custom.vonageSignatureSecret, 'sig');
+  t.throws(() => loadConfig({ VONAGE_APPLICATION_ID: 'app-1', VONAGE_PRIVATE_KEY: pem }), /^Invalid VONAGE_SIGNATURE_SECRET: must be set with VONAGE_APPLICATION_ID: Vonage's webhooks are checked with it/, 'a carrier whose webhooks could not be checked');
+  t.equal(loadConfig({ VONAGE_APPLICATION_ID: 'app-1', VONAGE_PRIVATE_KEY: pem, ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: 'true' }).vonage?.applicationId, 'app-1', 'unless the operator takes them unsigned');
 
   const pasted = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7';
   const bad: Array<[Record<string, string>, RegExp]> = [

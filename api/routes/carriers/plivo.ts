@@ -5,7 +5,7 @@ import type { VoiceService } from '../../../runtime/calls/live.js';
 import { PlatformError } from '../../../runtime/errors.js';
 import { plivoFormat } from '../../../runtime/voice/serializers/plivo.js';
 import type { ApiRequest, RouteDefinition } from '../../http/types.js';
-import { formField, formOf, markupResponse, statusCallId } from './webhooks.js';
+import { formField, formOf, markupResponse, statusCallId, unsignedWebhook } from './webhooks.js';
 
 /**
  * Plivo's webhooks, form-encoded and answered with Plivo XML: the voice webhook of inbound calls
@@ -70,10 +70,13 @@ function e164(value: string): string {
   return /^\d{6,15}$/.test(value) ? `+${value}` : value;
 }
 
-export function plivoRoutes(voice: VoiceService, options: { authToken: string | undefined; publicUrl: () => string }): RouteDefinition[] {
+export function plivoRoutes(voice: VoiceService, options: { authToken: string | undefined; acceptUnsigned: boolean; publicUrl: () => string }): RouteDefinition[] {
   function verified(req: ApiRequest): URLSearchParams {
     const params = formOf(req);
-    if (!options.authToken) return params;
+    if (!options.authToken) {
+      unsignedWebhook('Plivo', options.acceptUnsigned);
+      return params;
+    }
     const url = `${options.publicUrl()}${req.path}${req.rawQuery ? `?${req.rawQuery}` : ''}`;
     const expected = Buffer.from(plivoSignature(options.authToken, url, params, req.headers['x-plivo-signature-v3-nonce'] ?? ''));
     // An account with several auth tokens active sends one signature per token.

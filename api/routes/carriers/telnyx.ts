@@ -3,7 +3,7 @@ import { texmlAnswer } from '../../../runtime/calls/carriers/telnyx.js';
 import type { VoiceService } from '../../../runtime/calls/live.js';
 import { PlatformError } from '../../../runtime/errors.js';
 import type { ApiRequest, RouteDefinition } from '../../http/types.js';
-import { formOf, twimlWebhookRoutes } from './webhooks.js';
+import { formOf, twimlWebhookRoutes, unsignedWebhook } from './webhooks.js';
 
 /**
  * Telnyx's TeXML voice webhook and status callbacks: form-encoded like Twilio's (`CallSid`,
@@ -30,11 +30,12 @@ export function telnyxSigned(key: KeyObject, timestamp: string, signature: strin
   return verify(null, Buffer.concat([Buffer.from(`${timestamp}|`), body]), key, bytes);
 }
 
-export function telnyxRoutes(voice: VoiceService, options: { publicKey: string | undefined; now?: () => number }): RouteDefinition[] {
+export function telnyxRoutes(voice: VoiceService, options: { publicKey: string | undefined; acceptUnsigned: boolean; now?: () => number }): RouteDefinition[] {
   const key = options.publicKey ? telnyxPublicKey(options.publicKey) : undefined;
   const now = options.now ?? Date.now;
   function verified(req: ApiRequest): URLSearchParams {
-    if (key && !telnyxSigned(key, req.headers['telnyx-timestamp'] ?? '', req.headers['telnyx-signature-ed25519'] ?? '', req.rawBody, now())) {
+    if (!key) unsignedWebhook('Telnyx', options.acceptUnsigned);
+    else if (!telnyxSigned(key, req.headers['telnyx-timestamp'] ?? '', req.headers['telnyx-signature-ed25519'] ?? '', req.rawBody, now())) {
       throw new PlatformError('forbidden', { message: 'The Telnyx signature does not match.' });
     }
     return formOf(req);

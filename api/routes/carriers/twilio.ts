@@ -3,7 +3,7 @@ import { twimlAnswer } from '../../../runtime/calls/carriers/twilio.js';
 import type { VoiceService } from '../../../runtime/calls/live.js';
 import { PlatformError } from '../../../runtime/errors.js';
 import type { ApiRequest, RouteDefinition } from '../../http/types.js';
-import { formOf, twimlWebhookRoutes } from './webhooks.js';
+import { formOf, twimlWebhookRoutes, unsignedWebhook } from './webhooks.js';
 
 /**
  * Twilio's voice webhook and status callbacks: form-encoded, answered with TwiML, signed with
@@ -24,10 +24,13 @@ export function twilioSignature(authToken: string, url: string, params: URLSearc
   return hmac.digest('base64');
 }
 
-export function twilioRoutes(voice: VoiceService, options: { authToken: string | undefined; publicUrl: () => string }): RouteDefinition[] {
+export function twilioRoutes(voice: VoiceService, options: { authToken: string | undefined; acceptUnsigned: boolean; publicUrl: () => string }): RouteDefinition[] {
   function verified(req: ApiRequest): URLSearchParams {
     const params = formOf(req);
-    if (!options.authToken) return params;
+    if (!options.authToken) {
+      unsignedWebhook('Twilio', options.acceptUnsigned);
+      return params;
+    }
     const url = `${options.publicUrl()}${req.path}${req.rawQuery ? `?${req.rawQuery}` : ''}`;
     const expected = Buffer.from(twilioSignature(options.authToken, url, params));
     const given = Buffer.from(req.headers['x-twilio-signature'] ?? '');

@@ -4,7 +4,7 @@ import type { AnsweredBy, CarrierStatus } from '../../../runtime/calls/carriers/
 import type { VoiceService } from '../../../runtime/calls/live.js';
 import { PlatformError } from '../../../runtime/errors.js';
 import type { ApiRequest, RouteDefinition } from '../../http/types.js';
-import { jsonField, markupResponse, statusCallId } from './webhooks.js';
+import { jsonField, markupResponse, statusCallId, unsignedWebhook } from './webhooks.js';
 
 /**
  * Vonage's answer webhook (`GET` with the call in the query string, or `POST` with it as JSON),
@@ -68,12 +68,13 @@ const STATUSES: Readonly<Record<string, CarrierStatus>> = {
 /** Machine detection reports as a status of its own: `human`, or `machine` (with a `sub_state` such as `beep_start`). */
 const VERDICTS: Readonly<Record<string, AnsweredBy>> = { human: 'human', machine: 'machine' };
 
-export function vonageRoutes(voice: VoiceService, options: { signatureSecret: string | undefined; applicationId?: string; now?: () => number }): RouteDefinition[] {
+export function vonageRoutes(voice: VoiceService, options: { signatureSecret: string | undefined; acceptUnsigned: boolean; applicationId?: string; now?: () => number }): RouteDefinition[] {
   const now = options.now ?? Date.now;
   /** The webhook's fields: the JSON body of a POST, the query string of a GET. */
   function verified(req: ApiRequest): unknown {
     const query = req.method === 'GET' ? Object.fromEntries(new URLSearchParams(req.rawQuery)) : undefined;
-    if (options.signatureSecret) {
+    if (!options.signatureSecret) unsignedWebhook('Vonage', options.acceptUnsigned);
+    else {
       const payload = query ? JSON.stringify(query) : req.rawBody;
       if (!vonageSigned(options.signatureSecret, req.headers.authorization ?? '', payload, now(), options.applicationId)) {
         throw new PlatformError('forbidden', { message: 'The Vonage signature does not match.' });

@@ -15,6 +15,15 @@ const MAX_FORM_FIELDS = 200;
 /** Longest value of a carrier's form field taken (numbers, call ids, statuses are far shorter). */
 const MAX_FORM_VALUE = 128;
 
+/**
+ * Checks a webhook of a carrier whose signing secret is not set: refused (403), unless the operator
+ * chose to take unsigned webhooks (ACCEPT_UNSIGNED_CARRIER_WEBHOOKS). Anyone can post to these
+ * routes: taken unsigned, a post would start a call to an owner's number on their balance.
+ */
+export function unsignedWebhook(title: string, accepted: boolean): void {
+  if (!accepted) throw new PlatformError('forbidden', { message: `${title} webhooks are not accepted by this server.` });
+}
+
 /** A form-encoded webhook body; one of thousands of fields is refused before it is parsed or hashed. */
 export function formOf(req: ApiRequest): URLSearchParams {
   for (let at = req.rawBody.indexOf(0x26), fields = 2; at !== -1; at = req.rawBody.indexOf(0x26, at + 1), fields++) {
