@@ -219,7 +219,12 @@ export class LiveCalls {
   private tick(): void {
     this.tickTimer = undefined;
     const now = this.deps.clock.now();
-    this.deps.onTick(now);
+    // The meter's failure is logged, not thrown: out of this timer it would stop every call's audio.
+    try {
+      this.deps.onTick(now);
+    } catch (error) {
+      this.deps.logger.error({ err: error }, 'the meter failed on a tick');
+    }
     for (const call of this.calls.values()) if (call.attached) this.tickCall(call, now);
     if (this.nextTick < now - 10 * TICK_MS) this.nextTick = now;
     this.schedule();
@@ -246,6 +251,8 @@ export class LiveCalls {
         // No longer vouched for by this process, the orphan sweep ends and charges it as of its last heartbeat.
         logger.error({ err: again, callId }, 'the failed call could not be ended; left to the orphan sweep');
         this.calls.delete(callId);
+        // What it had recorded stays readable; the sweep finds the file by its name.
+        call.recorder?.close().catch((error: unknown) => logger.warn({ err: error, callId }, 'the recording of an abandoned call could not be closed'));
         this.deps.abandoned(call);
       }
     }
