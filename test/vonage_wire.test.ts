@@ -26,7 +26,8 @@ import t from 'tap';
 import type { ApiRequest, RouteDefinition } from '../api/http/types.js';
 import { vonageRoutes, vonageSigned } from '../api/routes/carriers/vonage.js';
 import type { VoiceService } from '../runtime/calls/live.js';
-import { createVonageCarrier, nccoAnswer, platformNumber, transferNcco, vonageNumber } from '../runtime/calls/carriers/vonage.js';
+import { bareNumber, plusNumber } from '../runtime/calls/carriers/rest.js';
+import { createVonageCarrier, nccoAnswer, transferNcco } from '../runtime/calls/carriers/vonage.js';
 import { ConfigError, loadConfig } from '../runtime/config.js';
 import { FRAME_SAMPLES } from '../runtime/voice/audio.js';
 import { vonageFormat } from '../runtime/voice/serializers/vonage.js';
@@ -81,9 +82,9 @@ t.test('NCCOs', async (t) => {
   t.same(JSON.parse(nccoAnswer({ kind: 'refuse', text: 'Sorry.' }).body), [{ action: 'talk', text: 'Sorry.' }]);
   t.same(JSON.parse(nccoAnswer({ kind: 'hangup' }).body), []);
   t.same(transferNcco('+14155550123'), [{ action: 'connect', randomFromNumber: true, endpoint: [{ type: 'phone', number: '14155550123' }] }]);
-  t.equal(vonageNumber('+4915112345678'), '4915112345678');
-  t.equal(platformNumber('4915112345678'), '+4915112345678');
-  t.equal(platformNumber('Unknown'), 'Unknown', 'a withheld number stays as Vonage wrote it');
+  t.equal(bareNumber('+4915112345678'), '4915112345678');
+  t.equal(plusNumber('4915112345678'), '+4915112345678');
+  t.equal(plusNumber('Unknown'), 'Unknown', 'a withheld number stays as Vonage wrote it');
 });
 
 t.test('signed webhooks', async (t) => {

@@ -4,7 +4,7 @@ import { twilioSignature } from '../../api/routes/carriers/twilio.js';
 import { MediaStreamPhone } from '../../runtime/calls/carriers/loopback.js';
 import type { ManualClock } from '../../runtime/clock.js';
 import type { Config } from '../../runtime/config.js';
-import { vonageNumber } from '../../runtime/calls/carriers/vonage.js';
+import { bareNumber } from '../../runtime/calls/carriers/rest.js';
 import { plivoDial, plivoStream, PlivoPhone, startFakePlivo } from '../fakes/plivo.js';
 import { startFakeTelnyx, telnyxCallSid, texmlStream, TelnyxPhone } from '../fakes/telnyx.js';
 import { startFakeTwilio } from '../fakes/twilio.js';
@@ -208,7 +208,7 @@ export async function vonageRig(t: Test): Promise<CarrierRig> {
     callSid: vonageUuid,
     // The answer URL as Vonage calls it by default: a GET with the call in the query string.
     inbound(api, call, signing = 'good') {
-      const query = { to: vonageNumber(call.to), from: vonageNumber(call.from), endpoint_type: 'phone', uuid: call.carrierCallId, conversation_uuid: `CON-${call.carrierCallId}` };
+      const query = { to: bareNumber(call.to), from: bareNumber(call.from), endpoint_type: 'phone', uuid: call.carrierCallId, conversation_uuid: `CON-${call.carrierCallId}` };
       return api.request('GET', `/telephony/vonage/inbound?${new URLSearchParams(query)}`, { headers: authorization(JSON.stringify(query), signing) });
     },
     status(api, callId, fields, signing = 'good') {

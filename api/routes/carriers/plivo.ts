@@ -5,6 +5,7 @@ import type { VoiceService } from '../../../runtime/calls/live.js';
 import { PlatformError } from '../../../runtime/errors.js';
 import { plivoFormat } from '../../../runtime/voice/serializers/plivo.js';
 import type { ApiRequest, RouteDefinition } from '../../http/types.js';
+import { plusNumber } from '../../../runtime/calls/carriers/rest.js';
 import { formField, formOf, markupResponse, statusCallId, unsignedWebhook } from './webhooks.js';
 
 /**
@@ -65,11 +66,6 @@ function answeredBy(machine: string): AnsweredBy | undefined {
   return machine === 'true' ? 'machine' : machine === 'false' ? 'human' : undefined;
 }
 
-/** Plivo writes numbers as E.164 digits without the `+`; SIP URIs and withheld numbers pass as they are. */
-function e164(value: string): string {
-  return /^\d{6,15}$/.test(value) ? `+${value}` : value;
-}
-
 export function plivoRoutes(voice: VoiceService, options: { authToken: string | undefined; acceptUnsigned: boolean; publicUrl: () => string }): RouteDefinition[] {
   function verified(req: ApiRequest): URLSearchParams {
     const params = formOf(req);
@@ -97,7 +93,7 @@ export function plivoRoutes(voice: VoiceService, options: { authToken: string | 
       summary: "Plivo's answer URL for calls to your numbers: answers Plivo XML that streams the call to its inbound assistant",
       async handler(req) {
         const params = verified(req);
-        const answer = await voice.inbound('plivo', { to: e164(formField(params, 'To')), from: e164(formField(params, 'From')), carrierCallId: formField(params, 'CallUUID'), requestId: req.id });
+        const answer = await voice.inbound('plivo', { to: plusNumber(formField(params, 'To')), from: plusNumber(formField(params, 'From')), carrierCallId: formField(params, 'CallUUID'), requestId: req.id });
         return markupResponse(plivoAnswer(answer, answer.kind === 'stream' ? statusUrl(answer.callId) : ''));
       },
     },

@@ -1,5 +1,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { nccoAnswer, platformNumber } from '../../../runtime/calls/carriers/vonage.js';
+import { plusNumber } from '../../../runtime/calls/carriers/rest.js';
+import { nccoAnswer } from '../../../runtime/calls/carriers/vonage.js';
 import type { AnsweredBy, CarrierStatus } from '../../../runtime/calls/carriers/types.js';
 import type { VoiceService } from '../../../runtime/calls/live.js';
 import { PlatformError } from '../../../runtime/errors.js';
@@ -84,7 +85,7 @@ export function vonageRoutes(voice: VoiceService, options: { signatureSecret: st
   }
   async function answer(req: ApiRequest) {
     const fields = verified(req);
-    const call = { to: platformNumber(jsonField(fields, 'to')), from: platformNumber(jsonField(fields, 'from')), carrierCallId: jsonField(fields, 'uuid'), requestId: req.id };
+    const call = { to: plusNumber(jsonField(fields, 'to')), from: plusNumber(jsonField(fields, 'from')), carrierCallId: jsonField(fields, 'uuid'), requestId: req.id };
     return markupResponse(nccoAnswer(await voice.inbound('vonage', call)));
   }
   const summary = "Vonage's answer webhook for calls to your numbers: answers an NCCO that connects the call to its inbound assistant";

@@ -1,5 +1,6 @@
 import { plivoFormat } from '../../voice/serializers/plivo.js';
 import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './types.js';
+import { bareNumber, carrierRequest } from './rest.js';
 import { xml } from './twilio.js';
 
 /**
@@ -42,11 +43,9 @@ export const HANG_UP_XML = `${PROLOG}<Response><Hangup/></Response>`;
 /** The answer to a callback that asks nothing more of the call. */
 export const EMPTY_PLIVO_XML: Markup = { contentType: XML_TYPE, body: `${PROLOG}<Response/>` };
 
-/** Plivo writes numbers as E.164 digits without the `+`. */
-const plivoNumber = (e164: string) => e164.replace(/^\+/, '');
 
 export function dialXml(number: string): string {
-  return `${PROLOG}<Response><Dial><Number>${xml(plivoNumber(number))}</Number></Dial></Response>`;
+  return `${PROLOG}<Response><Dial><Number>${xml(bareNumber(number))}</Number></Dial></Response>`;
 }
 
 /** A call's answer as Plivo XML; `statusUrl` takes the stream's status events. */
@@ -71,20 +70,8 @@ export function createPlivoCarrier(settings: PlivoSettings): Carrier {
   const base = `${settings.apiUrl.replace(/\/+$/, '')}/v1/Account/${encodeURIComponent(settings.authId)}/Call/`;
   const authorization = `Basic ${Buffer.from(`${settings.authId}:${settings.authToken}`).toString('base64')}`;
   async function request(method: 'POST' | 'DELETE', path: string, body?: Record<string, string>): Promise<Record<string, unknown>> {
-    let response: Response;
-    try {
-      response = await fetch(`${base}${path}`, {
-        method,
-        headers: { authorization, accept: 'application/json', ...(body && { 'content-type': 'application/json' }) },
-        body: body && JSON.stringify(body),
-        signal: AbortSignal.timeout(10_000),
-      });
-    } catch (cause) {
-      throw new CarrierError('The carrier could not be reached', { cause });
-    }
-    const json = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-    if (!response.ok) throw new CarrierError(`The carrier refused the request (HTTP ${response.status}${typeof json.error === 'string' ? `: ${json.error}` : ''})`);
-    return json;
+    const headers = { authorization, ...(body && { 'content-type': 'application/json' }) };
+    return carrierRequest(`${base}${path}`, { method, headers, body: body && JSON.stringify(body) }, (json) => json.error);
   }
   /** A live call's path; an empty id would name every call of the account (a DELETE ends them all). */
   function callPath(carrierCallId: string): string {
@@ -96,8 +83,8 @@ export function createPlivoCarrier(settings: PlivoSettings): Carrier {
     format: plivoFormat,
     async place(call) {
       const created = await request('POST', '', {
-        from: plivoNumber(call.from),
-        to: plivoNumber(call.to),
+        from: bareNumber(call.from),
+        to: bareNumber(call.to),
         answer_url: `${settings.publicUrl()}${PLIVO_PATHS.answer}?${new URLSearchParams({ call_id: String(call.callId), token: call.token })}`,
         answer_method: 'POST',
         ring_url: call.statusUrl,

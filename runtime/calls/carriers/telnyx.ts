@@ -1,5 +1,6 @@
 import { telnyxFormat } from '../../voice/serializers/telnyx.js';
 import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './types.js';
+import { carrierRequest } from './rest.js';
 import { HANG_UP_TWIML, sayAndHangUpTwiml, xml } from './twilio.js';
 
 /**
@@ -45,10 +46,9 @@ export interface TelnyxSettings {
 }
 
 /** Telnyx's error body: `{errors: [{code, title, detail}]}`. */
-function errorText(body: Record<string, unknown>): string {
+function errorText(body: Record<string, unknown>): unknown {
   const first = Array.isArray(body.errors) ? (body.errors[0] as { title?: unknown; detail?: unknown } | undefined) : undefined;
-  const text = typeof first?.detail === 'string' ? first.detail : typeof first?.title === 'string' ? first.title : undefined;
-  return text ? `: ${text}` : '';
+  return typeof first?.detail === 'string' ? first.detail : first?.title;
 }
 
 export function createTelnyxCarrier(settings: TelnyxSettings): Carrier {
@@ -56,15 +56,7 @@ export function createTelnyxCarrier(settings: TelnyxSettings): Carrier {
   const authorization = `Bearer ${settings.apiKey}`;
   async function post(path: string, body: { json: Record<string, unknown> } | { form: Record<string, string> }): Promise<Record<string, unknown>> {
     const [contentType, payload] = 'json' in body ? ['application/json', JSON.stringify(body.json)] : ['application/x-www-form-urlencoded', new URLSearchParams(body.form).toString()];
-    let response: Response;
-    try {
-      response = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization, 'content-type': contentType, accept: 'application/json' }, body: payload, signal: AbortSignal.timeout(10_000) });
-    } catch (cause) {
-      throw new CarrierError('The carrier could not be reached', { cause });
-    }
-    const json = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-    if (!response.ok) throw new CarrierError(`The carrier refused the request (HTTP ${response.status}${errorText(json)})`);
-    return json;
+    return carrierRequest(`${base}${path}`, { method: 'POST', headers: { authorization, 'content-type': contentType }, body: payload }, errorText);
   }
   const callPath = (callSid: string) => `/Accounts/${encodeURIComponent(settings.accountSid)}/Calls/${encodeURIComponent(callSid)}`;
   return {

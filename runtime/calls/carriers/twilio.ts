@@ -1,5 +1,6 @@
 import { twilioFormat } from '../../voice/serializers/twilio.js';
 import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './types.js';
+import { carrierRequest } from './rest.js';
 
 /**
  * Twilio: the Programmable Voice REST API (create call with TwiML and status callbacks, redirect to
@@ -46,15 +47,8 @@ export function createTwilioCarrier(settings: TwilioSettings): Carrier {
   async function post(path: string, form: Record<string, string | string[]>): Promise<Record<string, unknown>> {
     const body = new URLSearchParams();
     for (const [key, value] of Object.entries(form)) for (const item of Array.isArray(value) ? value : [value]) body.append(key, item);
-    let response: Response;
-    try {
-      response = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization, 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body, signal: AbortSignal.timeout(10_000) });
-    } catch (cause) {
-      throw new CarrierError('The carrier could not be reached', { cause });
-    }
-    const json = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-    if (!response.ok) throw new CarrierError(`The carrier refused the request (HTTP ${response.status}${typeof json.message === 'string' ? `: ${json.message}` : ''})`);
-    return json;
+    const headers = { authorization, 'content-type': 'application/x-www-form-urlencoded' };
+    return carrierRequest(`${base}${path}`, { method: 'POST', headers, body: body.toString() }, (json) => json.message);
   }
   return {
     name: 'twilio',

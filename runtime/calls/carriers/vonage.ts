@@ -1,6 +1,7 @@
 import { createHmac, randomUUID, sign, type KeyObject } from 'node:crypto';
 import { vonageFormat } from '../../voice/serializers/vonage.js';
 import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './types.js';
+import { bareNumber, carrierRequest } from './rest.js';
 
 /**
  * Vonage: the Voice API (`POST /v1/calls` with an inline NCCO, `PUT /v1/calls/{uuid}` to transfer
@@ -14,11 +15,6 @@ import { CarrierError, type Carrier, type InboundAnswer, type Markup } from './t
 /** The audio the `websocket` endpoint asks for: the engine's own 16 kHz linear PCM. */
 export const VONAGE_AUDIO = 'audio/l16;rate=16000';
 
-/** A number as Vonage writes it (no `+`). */
-export const vonageNumber = (number: string) => number.replace(/^\+/, '');
-
-/** A number from Vonage as the platform writes it (`+` and digits); anything else (`Unknown`, a SIP URI) as it came. */
-export const platformNumber = (number: string) => (/^\d{6,15}$/.test(number) ? `+${number}` : number);
 
 type Ncco = Array<Record<string, unknown>>;
 
@@ -45,7 +41,7 @@ export function nccoAnswer(answer: InboundAnswer): Markup {
  * and without a `from` the callee would see an unknown caller).
  */
 export function transferNcco(number: string): Ncco {
-  return [{ action: 'connect', randomFromNumber: true, endpoint: [{ type: 'phone', number: vonageNumber(number) }] }];
+  return [{ action: 'connect', randomFromNumber: true, endpoint: [{ type: 'phone', number: bareNumber(number) }] }];
 }
 
 /** A compact JWT: `header.claims.signature`, base64url each. HS256 signs with a shared secret, RS256 with a private key. */
@@ -68,10 +64,6 @@ export interface VonageSettings {
 }
 
 /** Vonage's error body (RFC 7807): `{type, title, detail, invalid_parameters}`. */
-function errorText(body: Record<string, unknown>): string {
-  const text = typeof body.detail === 'string' ? body.detail : typeof body.title === 'string' ? body.title : undefined;
-  return text ? `: ${text}` : '';
-}
 
 export function createVonageCarrier(settings: VonageSettings): Carrier {
   const base = `${settings.apiUrl.replace(/\/+$/, '')}/v1/calls`;
@@ -80,21 +72,8 @@ export function createVonageCarrier(settings: VonageSettings): Carrier {
     return encodeJwt({ application_id: settings.applicationId, iat, exp: iat + APPLICATION_JWT_SECONDS, jti: randomUUID() }, { alg: 'RS256', privateKey: settings.privateKey });
   }
   async function send(method: 'POST' | 'PUT', path: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    let response: Response;
-    try {
-      response = await fetch(`${base}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${applicationJwt()}`, 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(10_000),
-      });
-    } catch (cause) {
-      throw new CarrierError('The carrier could not be reached', { cause });
-    }
     // A transfer or hang-up is answered 204 without a body.
-    const json = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-    if (!response.ok) throw new CarrierError(`The carrier refused the request (HTTP ${response.status}${errorText(json)})`);
-    return json;
+    return carrierRequest(`${base}${path}`, { method, headers: { authorization: `Bearer ${applicationJwt()}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }, (json) => json.detail ?? json.title);
   }
   const callPath = (uuid: string) => `/${encodeURIComponent(uuid)}`;
   return {
@@ -102,8 +81,8 @@ export function createVonageCarrier(settings: VonageSettings): Carrier {
     format: vonageFormat,
     async place(request) {
       const created = await send('POST', '', {
-        to: [{ type: 'phone', number: vonageNumber(request.to) }],
-        from: { type: 'phone', number: vonageNumber(request.from) },
+        to: [{ type: 'phone', number: bareNumber(request.to) }],
+        from: { type: 'phone', number: bareNumber(request.from) },
         ncco: streamNcco(request.streamUrl, request.callId, request.token),
         event_url: [request.statusUrl],
         event_method: 'POST',
