@@ -64,6 +64,12 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
   });
   const turns = new Counter({ name: 'call_turns_total', help: 'Caller turns by engine mode', labelNames: ['mode'], registers: [registry] });
   const interruptions = new Counter({ name: 'call_interruptions_total', help: 'Caller barge-ins that stopped the agent, by engine mode', labelNames: ['mode'], registers: [registry] });
+  const resumed = new Counter({
+    name: 'call_interruptions_resumed_total',
+    help: "Times the agent paused for the caller's sound and went on (a backchannel, a cough: no interruption), by engine mode",
+    labelNames: ['mode'],
+    registers: [registry],
+  });
   new Gauge({
     name: 'document_job_queue_depth',
     help: 'Document ingestion jobs pending or running',
@@ -107,6 +113,9 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
       },
       interruption(mode: string): void {
         interruptions.inc({ mode });
+      },
+      resumed(mode: string): void {
+        resumed.inc({ mode });
       },
       firstByte(kind: 'stt' | 'llm' | 'tts' | 'realtime', provider: string, ms: number): void {
         providerTtfb.observe({ kind, provider }, ms / 1000);

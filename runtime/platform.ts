@@ -221,6 +221,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       voiceToVoice: (ms) => metrics?.voice.voiceToVoice(ms),
       turn: (mode) => metrics?.voice.turn(mode),
       interruption: (mode) => metrics?.voice.interruption(mode),
+      resumed: (mode) => metrics?.voice.resumed(mode),
       firstByte: (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms),
       frameLateness: (ms) => metrics?.voice.frameLateness(ms),
       droppedCallerFrame: () => metrics?.voice.droppedCallerFrame(),

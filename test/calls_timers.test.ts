@@ -154,8 +154,8 @@ t.test('a cough during a re-engagement goes through the barge-in rules: with int
   phone.phone.hangUp();
   const call = await endedCall(s, callId);
   t.equal(phone.heard.clears, 0, 'nothing was cleared');
-  // The cough itself ends the transcript (the dev transcriber hears any sound as speech), after the question said whole.
-  t.match(call.transcript, /\nassistant: Are you still there\?\nuser: \(caller speech, [\d.]+ s\)$/, 'said whole');
+  // The question said whole, and the cough is no turn: the dev transcriber gives no words, and wordless sound over the agent is not held.
+  t.match(call.transcript, /\nassistant: Are you still there\?$/, 'said whole');
 });
 
 t.test("a call that throws on its clock tick fails alone: the other calls and the process go on", async (t) => {

@@ -2,9 +2,10 @@ import t from 'tap';
 import { LONG_GREETING, callIn, endedCall, voiceSetup } from './helpers/voice.js';
 
 /**
- * Turn-taking on a scripted timeline: barge-in clears the carrier's buffer and cuts the
- * transcript to what was heard; `min_interrupt_words`, backchannels and `allow_interruptions:
- * false` keep the agent talking; `endpoint_type: ai` waits longer after unfinished words; the
+ * Turn-taking on a scripted timeline: barge-in clears the carrier's buffer within
+ * `interrupt_sensitivity` + 150 ms of the caller's onset and cuts the transcript to what was heard;
+ * a wordless "mm-hmm" pauses the agent, which resumes and says its greeting whole;
+ * `min_interrupt_words`, backchannels and `allow_interruptions: false` keep the agent talking; `endpoint_type: ai` waits longer after unfinished words; the
  * end-of-turn silence counts from the caller's last loud frame.
  */
 
@@ -14,8 +15,11 @@ t.test('barge-in: clear, the agent stops, the transcript keeps only what was hea
   const s = await voiceSetup(t, { initial_message: LONG_GREETING });
   const { phone, callId } = await callIn(s, ['wait, stop please']);
   await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  const onset = phone.elapsed;
   await phone.talk(800);
   t.equal(phone.heard.clears, 1, 'the carrier was told to clear its buffer');
+  // The default interrupt_sensitivity is 0.5 s; the clear must come within 150 ms more.
+  t.ok(phone.heard.clearsAt[0]! - onset <= 650, `cleared ${phone.heard.clearsAt[0]! - onset} ms after the caller began`);
   const afterClear = phone.heard.speechFrames;
   await phone.silence(100);
   t.ok(phone.heard.speechFrames - afterClear <= 5, 'the greeting stopped');
@@ -29,17 +33,36 @@ t.test('barge-in: clear, the agent stops, the transcript keeps only what was hea
   t.match(call.transcript, /\nuser: wait, stop please\nassistant: Thanks for your message\. You wrote: "wait, stop please"$/);
 });
 
-t.test('min_interrupt_words: fewer words do not interrupt; they are answered after the agent finishes', async (t) => {
+t.test('min_interrupt_words: fewer words pause the agent, which goes on and answers them after it finishes', async (t) => {
   const s = await voiceSetup(t, { initial_message: LONG_GREETING, min_interrupt_words: 3 });
   const { phone, callId } = await callIn(s, ['no']);
   await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
   await phone.talk(800);
   await phone.untilAgentDone(400, 30_000);
-  t.equal(phone.heard.clears, 0, 'no clear');
+  t.equal(phone.heard.clears, 1, 'one clear: the agent paused while the caller spoke, then went on');
   await phone.untilAgentDone();
   phone.phone.hangUp();
   const call = await endedCall(s, callId);
   t.equal(call.transcript, `assistant: ${LONG_GREETING}\nuser: no\nassistant: Thanks for your message. You wrote: "no"`);
+});
+
+t.test('a wordless "mm-hmm" over the greeting pauses it; the greeting resumes and is said whole', async (t) => {
+  const s = await voiceSetup(t, { initial_message: LONG_GREETING });
+  // Unscripted: the dev transcriber gives no words, so the utterance is judged by its length.
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  await phone.talk(600);
+  t.equal(phone.heard.clears, 1, 'the agent paused (the carrier cleared its buffer)');
+  const paused = phone.heard.speechFrames;
+  await phone.until(() => phone.heard.speechFrames > paused + 25, 2_000, 'the greeting going on');
+  t.ok(phone.elapsed - phone.heard.clearsAt[0]! <= 1_500, `resumed ${phone.elapsed - phone.heard.clearsAt[0]!} ms after the pause`);
+  await phone.untilAgentDone(1_000);
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.transcript, `assistant: ${LONG_GREETING}`, 'said whole, and the "mm-hmm" is no turn');
+  const metrics = String((await s.api.request('GET', '//metrics')).body);
+  t.match(metrics, /call_interruptions_resumed_total\{mode="pipeline"\} 1/, 'counted as a false interruption resumed');
+  t.notMatch(metrics, /call_interruptions_total\{mode="pipeline"\} [1-9]/, 'not as an interruption');
 });
 
 t.test('a backchannel does not interrupt and is not a turn', async (t) => {

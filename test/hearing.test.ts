@@ -11,10 +11,14 @@ import type { CallSpec } from '../runtime/voice/spec.js';
  * no socket, no server and no model (the way LiveKit tests its endpointing):
  * 1. End of turn: `endpoint_sensitivity` of silence after the caller's last loud frame, not a frame
  *    sooner; the turn waits for its final transcript (up to 1.5 s), and silence alone is no turn.
- * 2. Barge-in: after `interrupt_sensitivity` of speech over the agent, not sooner; never while the
- *    agent is only thinking, nor when interruptions are off.
+ * 2. Barge-in: after `interrupt_sensitivity` of speech over the agent it pauses, not sooner; the
+ *    interruption stands at the caller's first word; never while the agent is only thinking, nor
+ *    when interruptions are off.
  * 3. Backchannels over the agent ("mm-hmm") neither interrupt nor become a turn.
  * 4. `min_interrupt_words`: fewer words do not interrupt, enough do.
+ * 4a. False interruptions: the agent pauses and resumes after a wordless "mm-hmm" (a transcriber
+ *     that gives no words), a backchannel transcribed after the pause, a cough with no transcript,
+ *     and too few words (which are held); it stops for good after 1 s of wordless speech.
  * 5. Words over the agent that did not interrupt are held, and given once it listens.
  * 6. Answering machines: an outbound call's first utterance of 3.5 s or more is a machine, a
  *    short one a person; inbound calls and calls the carrier already classified are left alone.
@@ -28,6 +32,8 @@ interface Heard {
   readonly turns: Array<{ text: string; at: number; heard?: { since: number; silence: number } }>;
   interrupts: number[];
   answered: Array<'human' | 'machine'>;
+  pauses: number[];
+  resumes: number[];
 }
 
 /** A hearing on a manual clock with a scripted transcriber; the agent's state is the test's to set. */
@@ -41,8 +47,8 @@ function rig(overrides: Partial<CallSpec> = {}) {
       return { write: () => {}, finalize: () => {}, close: () => {} };
     },
   };
-  const agent = { state: 'listening', audible: false };
-  const heard: Heard = { events: [], turns: [], interrupts: [], answered: [] };
+  const agent = { state: 'listening', audible: false, paused: false };
+  const heard: Heard = { events: [], turns: [], interrupts: [], answered: [], pauses: [], resumes: [] };
   const hooks: HearingHooks = {
     agentState: () => agent.state,
     agentAudible: () => agent.audible,
@@ -54,7 +60,17 @@ function rig(overrides: Partial<CallSpec> = {}) {
       heard.interrupts.push(clock.now());
       agent.state = 'listening';
       agent.audible = false;
+      agent.paused = false;
     },
+    pause: () => {
+      heard.pauses.push(clock.now());
+      agent.paused = true;
+    },
+    resume: () => {
+      heard.resumes.push(clock.now());
+      agent.paused = false;
+    },
+    agentPaused: () => agent.paused,
     answered: (by) => heard.answered.push(by),
     languageDetected: () => {},
     realtimeAudio: () => {},
@@ -90,7 +106,7 @@ function rig(overrides: Partial<CallSpec> = {}) {
       hearing.hear(voice ? callerSpeechFrame(index++) : SILENCE);
     }
   };
-  const say = (text: string, final = true) => transcriber!.onTranscript({ text, final });
+  const say = (text: string, final = true, wordless = false) => transcriber!.onTranscript({ text, final, wordless });
   return { clock, hearing, heard, agent, speak: (ms: number) => play(ms, true), silence: (ms: number) => play(ms, false), say, lastLoud: () => lastLoud };
 }
 
@@ -133,10 +149,13 @@ t.test('barge-in: after interrupt_sensitivity of speech over the agent, never so
   r.silence(100);
   const began = r.clock.now();
   r.speak(300);
-  t.same(r.heard.interrupts, [], 'not within 300 ms of speech');
+  t.same(r.heard.pauses, [], 'not within 300 ms of speech');
   r.speak(60);
-  t.equal(r.heard.interrupts.length, 1, 'then the caller interrupts');
-  t.equal(r.heard.interrupts[0]! - began, 340, '300 ms after the speech onset (three frames)');
+  t.equal(r.heard.pauses.length, 1, 'then the agent pauses');
+  t.equal(r.heard.pauses[0]! - began, 340, '300 ms after the speech onset (three frames)');
+  t.same(r.heard.interrupts, [], 'not yet for good: no words so far');
+  r.say('wait', false);
+  t.same(r.heard.interrupts, [r.clock.now()], 'the first word makes the interruption stand, at once');
 
   const thinking = rig();
   thinking.agent.state = 'thinking';
@@ -174,8 +193,82 @@ t.test('min_interrupt_words: fewer words over the agent do not interrupt, enough
   r.say('wait', false);
   r.speak(600);
   t.same(r.heard.interrupts, [], 'one word: no');
+  t.equal(r.heard.pauses.length, 1, 'but the agent pauses while it may come to more');
   r.say('wait a second', false);
   t.equal(r.heard.interrupts.length, 1, 'three words: the caller interrupts as they are transcribed');
+});
+
+t.test('false interruptions: the agent pauses, then resumes unless the caller takes the turn', async (t) => {
+  const overAgent = (overrides: Partial<CallSpec> = {}) => {
+    const r = rig(overrides);
+    r.agent.state = 'speaking';
+    r.agent.audible = true;
+    return r;
+  };
+
+  // "Mm-hmm" for 600 ms from a transcriber that gives no words (the dev one): judged by its length.
+  const hum = overAgent();
+  hum.speak(600);
+  hum.say('speech speech', false, true);
+  t.equal(hum.heard.pauses.length, 1, 'a wordless "mm-hmm": the agent pauses at the threshold');
+  hum.say('(caller speech, 0.6 s)', true, true);
+  hum.silence(500);
+  t.same(hum.heard.resumes.length, 1, 'and resumes once the utterance settles');
+  t.ok(hum.heard.resumes[0]! - hum.lastLoud() <= 500, `within the end-of-turn silence (${hum.heard.resumes[0]! - hum.lastLoud()} ms)`);
+  t.same([hum.heard.interrupts, hum.heard.turns], [[], []], 'no interruption, no turn');
+  hum.agent.state = 'listening';
+  hum.agent.audible = false;
+  t.equal(hum.hearing.takeHeldTurn(), '', 'and nothing held to answer later');
+
+  // A backchannel whose words come after the pause.
+  const yeah = overAgent();
+  yeah.speak(560);
+  t.equal(yeah.heard.pauses.length, 1, 'paused before any words');
+  yeah.say('yeah', false);
+  t.same(yeah.heard.interrupts, [], '"yeah" does not take the turn');
+  yeah.say('Yeah.');
+  yeah.silence(500);
+  t.equal(yeah.heard.resumes.length, 1, 'the agent resumes after "yeah"');
+  t.same(yeah.heard.turns, [], 'and it is no turn');
+
+  // A cough: sound with no transcript at all (the transcriber's final is empty).
+  const cough = overAgent();
+  cough.speak(700);
+  t.equal(cough.heard.pauses.length, 1, 'a cough pauses the agent');
+  cough.silence(500);
+  cough.say('');
+  t.equal(cough.heard.resumes.length, 1, 'an empty final resumes it');
+  t.same([cough.heard.interrupts, cough.heard.turns], [[], []]);
+
+  // The same cough with a transcriber that never finalises: the wait for a final bounds the pause.
+  const silent = overAgent();
+  silent.speak(700);
+  silent.silence(2_100);
+  t.equal(silent.heard.resumes.length, 1, 'resumed after the wait for the final transcript');
+
+  // Fewer words than min_interrupt_words: the agent resumes, the words are kept for its next turn.
+  const few = overAgent({ minInterruptWords: 3 });
+  few.speak(600);
+  few.say('Tuesday');
+  few.silence(500);
+  t.same([few.heard.interrupts.length, few.heard.resumes.length], [0, 1], 'one word of three: resumed');
+  few.agent.state = 'listening';
+  few.agent.audible = false;
+  t.equal(few.hearing.takeHeldTurn(), 'Tuesday', 'the word is held for after the agent');
+
+  // Speech that goes on without words is someone talking: the interruption stands after 1 s of it.
+  const talk = overAgent();
+  const began = talk.clock.now();
+  talk.speak(980);
+  talk.say('speech speech speech', false, true);
+  t.same(talk.heard.interrupts, [], 'not within 1 s');
+  talk.speak(60);
+  t.equal(talk.heard.interrupts.length, 1, 'then it stands');
+  t.ok(talk.heard.interrupts[0]! - began <= 1_060, `1 s of speech after its onset (${talk.heard.interrupts[0]! - began} ms)`);
+  talk.say('(caller speech, 1.1 s)', true, true);
+  talk.silence(500);
+  t.equal(talk.heard.turns.length, 1, 'and the caller has the turn');
+  t.same(talk.heard.resumes, [], 'no resume');
 });
 
 t.test('words over the agent that did not interrupt are held until it listens', async (t) => {

@@ -2,7 +2,7 @@ import t from 'tap';
 import { ManualClock } from '../runtime/clock.js';
 import { Downsampler, FRAME_SAMPLES, Upsampler, allocSamples, ambientBed, levelDb, mulawDecode, mulawEncode, random, voicedSpeech } from '../runtime/voice/audio.js';
 import { NoiseSuppressor } from '../runtime/voice/hearing/denoise.js';
-import { Playout } from '../runtime/voice/speaking/playout.js';
+import { PAUSE_REWIND_MS, Playout } from '../runtime/voice/speaking/playout.js';
 import { Resampler } from '../runtime/voice/providers/types.js';
 import { SentenceChunker } from '../runtime/voice/speaking/sentences.js';
 import { EnergyVad, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, looksUnfinished, semanticEagerness } from '../runtime/voice/hearing/turns.js';
@@ -220,6 +220,60 @@ t.test('playout: the first frame at once, then each on its 20 ms schedule, marks
   t.equal(bedSent.length, 5, 'the ambient bed plays every 20 ms while the agent is silent');
   const level = levelDb(bedSent.at(-1)!);
   t.ok(level < -30 && level > -60, `bed level ${level.toFixed(1)} dBFS`);
+});
+
+t.test('playout: a pause holds the speech and drops what the carrier buffered; resume goes on from what was heard', async (t) => {
+  const clock = new ManualClock(0);
+  const sent: Int16Array[] = [];
+  const marks: string[] = [];
+  let clears = 0;
+  const playout = new Playout({ audio: (f) => sent.push(f), mark: (m) => marks.push(m), clear: () => clears++ }, clock, undefined);
+  const run = (ms: number) => {
+    for (let i = 0; i < ms / 5; i++) {
+      clock.advance(5);
+      playout.tick();
+    }
+  };
+  const text = 'one two three four five six seven eight nine ten';
+  const segment = playout.begin(text);
+  const speech = voicedSpeech(text);
+  playout.push(segment, speech);
+  playout.finish(segment);
+  run(1_000);
+  const before = segment.sent;
+  playout.pause();
+  t.equal(clears, 1, 'the carrier drops its buffer');
+  t.equal(segment.sent, before - PAUSE_REWIND_MS / 20, `the last ${PAUSE_REWIND_MS} ms are to be sent again`);
+  const count = sent.length;
+  run(1_000);
+  t.equal(sent.length, count, 'nothing goes out while paused');
+  t.ok(playout.busy, 'the agent still has speech to say');
+  const extra = playout.begin('more');
+  playout.push(extra, voicedSpeech('more'));
+  playout.finish(extra);
+  t.equal(sent.length, count, 'speech pushed while paused waits');
+  playout.resume();
+  t.same(sent[count], segment.frames[before - PAUSE_REWIND_MS / 20], 'resumed with the first frame not surely heard');
+  run(10_000);
+  t.equal(segment.sent, segment.frames.length, 'then the rest of the segment');
+  t.equal(extra.sent, extra.frames.length, 'and what came meanwhile');
+  t.same(marks, [`seg-${segment.id}`, `seg-${extra.id}`], 'each marked once');
+
+  // A pause long after the last frame rewinds nothing: that speech was heard.
+  const late = playout.begin('late');
+  playout.push(late, voicedSpeech('late'));
+  playout.finish(late);
+  run(5_000);
+  playout.acknowledge(`seg-${late.id}`);
+  const whole = late.sent;
+  clock.advance(PAUSE_REWIND_MS);
+  playout.pause();
+  t.equal(late.sent, whole, 'nothing to send again');
+  // A clear while paused (the interruption stands) ends the pause for the next response.
+  playout.clear();
+  const next = playout.begin('next');
+  playout.push(next, voicedSpeech('next'));
+  t.ok(next.sent > 0, 'the next response plays at once');
 });
 
 t.test('the manual clock runs timers in order at their own time', async (t) => {

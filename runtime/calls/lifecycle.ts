@@ -28,6 +28,7 @@ export interface VoiceMetrics {
   voiceToVoice(ms: number): void;
   turn(mode: CallMode): void;
   interruption(mode: CallMode): void;
+  resumed(mode: CallMode): void;
   firstByte(kind: 'llm', provider: string, ms: number): void;
   frameLateness(ms: number): void;
   droppedCallerFrame(): void;
@@ -326,6 +327,7 @@ export class CallLifecycle {
       voiceToVoice: (ms) => metrics?.voiceToVoice(ms),
       turn: () => metrics?.turn(spec.mode),
       interruption: () => metrics?.interruption(spec.mode),
+      resumed: () => metrics?.resumed(spec.mode),
       firstByte: (kind, provider, ms) => metrics?.firstByte(kind, provider, ms),
       agentFrame: (frame) => {
         const call = entry()!;

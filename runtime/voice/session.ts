@@ -73,6 +73,13 @@ export class CallSession {
         this.userSaid(text, heard);
       },
       interrupt: () => this.interrupt(),
+      pause: () => this.speaker.pause(),
+      resume: () => {
+        if (!this.speaker.paused) return;
+        this.speaker.resume();
+        this.hooks.resumed?.();
+      },
+      agentPaused: () => this.speaker.paused,
       answered: (by) => this.answeredBy(by),
       languageDetected: (code) => this.switchLanguage(code),
       realtimeAudio: (frame) => this.realtime.appendAudio(frame),

@@ -92,6 +92,8 @@ export interface SessionHooks {
   voiceToVoice?(ms: number): void;
   turn?(): void;
   interruption?(): void;
+  /** The agent paused for the caller's sound and went on: it was no interruption (a backchannel, a cough). */
+  resumed?(): void;
   /** Every frame the agent sent (speech, ambient or both), for the recording. */
   agentFrame?(frame: Int16Array): void;
   /** How late (ms) a frame of the agent's speech left against its 20 ms schedule. */

@@ -143,13 +143,15 @@ export interface Heard {
   frames: number;
   marks: string[];
   clears: number;
+  /** When each clear arrived, in the phone's simulated milliseconds (`elapsed`). */
+  clearsAt: number[];
 }
 
 /** Caller speech (see `callerSpeechFrame`). */
 export const speechFrame = callerSpeechFrame;
 
 export class SimulatedPhone {
-  readonly heard: Heard = { speechFrames: 0, frames: 0, marks: [], clears: 0 };
+  readonly heard: Heard = { speechFrames: 0, frames: 0, marks: [], clears: 0, clearsAt: [] };
   /** Simulated milliseconds since the phone connected. */
   elapsed = 0;
   private spoken = 0;
@@ -171,7 +173,10 @@ export class SimulatedPhone {
       }
     });
     phone.on('mark', (name) => this.heard.marks.push(name));
-    phone.on('clear', () => this.heard.clears++);
+    phone.on('clear', () => {
+      this.heard.clears++;
+      this.heard.clearsAt.push(this.elapsed);
+    });
   }
 
   static async dial(url: string, callSid: string, parameters: Record<string, string>, clock: ManualClock): Promise<SimulatedPhone> {

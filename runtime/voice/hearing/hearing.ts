@@ -3,13 +3,14 @@ import { FRAME_MS } from '../audio.js';
 import type { SttStream } from '../providers/types.js';
 import type { CallSpec } from '../spec.js';
 import { NoiseSuppressor } from './denoise.js';
-import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, wordCount } from './turns.js';
+import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, takesTurn } from './turns.js';
 
 /**
  * The caller's side of a call: each 20 ms frame goes through the noise suppressor (when the
  * assistant asks for it), the VAD and (pipeline) the transcriber; from them come the end of the
- * caller's turn, barge-in over the agent (with backchannels and `min_interrupt_words`), words said
- * over the agent held for later, keypad digits, and the first utterance's length that tells an
+ * caller's turn, barge-in over the agent (a pause first, then the interruption standing or the
+ * agent resuming: backchannels, coughs and `min_interrupt_words`), words said over the agent held
+ * for later, keypad digits, and the first utterance's length that tells an
  * answering machine from a person. It owns no audio out and no model: it reports through
  * `HearingHooks`, and tests drive it frame by frame on a manual clock.
  */
@@ -27,8 +28,14 @@ export interface HearingHooks {
    * silence waited, for the voice-to-voice latency (none for keypad digits).
    */
   turn(text: string, heard?: { since: number; silence: number }): void;
-  /** The caller interrupts the agent. */
+  /** The caller interrupts the agent: it stops for good and listens. */
   interrupt(): void;
+  /** The caller's sound over the agent may be an interruption: the agent's speech is held until `resume` or `interrupt`. */
+  pause(): void;
+  /** It was none (no words, a backchannel, too few words): the agent goes on from where it was last heard. */
+  resume(): void;
+  /** Whether the agent's speech is held by `pause`. */
+  agentPaused(): boolean;
   /** The first utterance of an outbound call tells who answered (when the carrier did not). */
   answered(by: 'human' | 'machine'): void;
   /** The transcriber heard another of the call's languages. */
@@ -46,6 +53,11 @@ const DTMF_WAIT_MS = 1_500;
 const MACHINE_GREETING_MS = 3_500;
 /** The pause, after the VAD has let go of the speech, that ends the first utterance of an answered call. */
 const FIRST_UTTERANCE_PAUSE_MS = 300;
+/**
+ * Speech over the paused agent this long with no words transcribed is an interruption: a caller
+ * saying something (a transcriber that gives no words, or is slow to), not a backchannel or a cough.
+ */
+export const WORDLESS_INTERRUPTION_MS = 1_000;
 
 export class Hearing {
   private readonly vad = new EnergyVad();
@@ -62,6 +74,10 @@ export class Hearing {
   private bargeMs = 0;
   private finals: string[] = [];
   private interim = '';
+  /** The transcripts of this utterance stand for speech, not words (`Transcript.wordless`). */
+  private wordless = false;
+  /** Speech in the current utterance (its dips not counted). */
+  private utteranceMs = 0;
   private awaitingFinal: unknown;
   private settleFinal: (() => void) | undefined;
   private discardUtterance = false;
@@ -88,6 +104,7 @@ export class Hearing {
       callId: this.spec.callId,
       languages: this.spec.languages.map((l) => l.code),
       onTranscript: (transcript) => {
+        this.wordless = transcript.wordless === true;
         if (transcript.final) {
           if (transcript.text.trim()) this.finals.push(transcript.text.trim());
           this.interim = '';
@@ -95,11 +112,11 @@ export class Hearing {
           if (this.awaitingFinal !== undefined) {
             this.clock.clearTimeout(this.awaitingFinal);
             this.settleFinal?.();
+            return;
           }
-        } else {
-          this.interim = transcript.text;
-          if (this.speaking && this.hooks.agentAudible()) this.checkBargeIn();
-        }
+        } else this.interim = transcript.text;
+        // Words over the agent (or over its held speech) may settle an interruption at once.
+        if ((this.speaking && this.hooks.agentAudible()) || this.hooks.agentPaused()) this.checkBargeIn();
       },
       onError: (error) => this.hooks.failed('transcriber', error),
     });
@@ -134,7 +151,9 @@ export class Hearing {
       if (!this.turnActive) {
         this.turnActive = true;
         this.discardUtterance = false;
+        this.utteranceMs = 0;
       }
+      this.utteranceMs += FRAME_MS;
       if (!this.firstUtteranceDone) this.firstUtteranceMs += FRAME_MS;
       if (this.hooks.agentAudible() || this.hooks.agentState() === 'thinking') this.considerBargeIn();
       return;
@@ -159,24 +178,46 @@ export class Hearing {
     this.checkBargeIn();
   }
 
+  /**
+   * The caller's sound over the agent: after `interrupt_sensitivity` of it the agent pauses; the
+   * interruption stands once the words take the turn, or after `WORDLESS_INTERRUPTION_MS` of speech
+   * without any; otherwise the utterance's end decides (`resolvePause`). A realtime model hears the
+   * caller itself: there the threshold interrupts at once.
+   */
   private checkBargeIn(): void {
     if (this.hooks.agentState() === 'thinking') return;
     if (!this.spec.allowInterruptions) return;
-    if (this.bargeMs < interruptDelayMs(this.spec.interruptSensitivity)) return;
-    const text = this.turnText();
-    if (this.spec.mode === 'pipeline') {
-      if (this.spec.minInterruptWords && wordCount(text) < this.spec.minInterruptWords) return;
-      if (text && isBackchannel(text)) {
-        this.discardUtterance = true;
-        return;
-      }
-    }
+    const paused = this.hooks.agentPaused();
+    if (!paused && this.bargeMs < interruptDelayMs(this.spec.interruptSensitivity)) return;
+    if (this.spec.mode !== 'pipeline') return this.interruptNow();
+    const words = this.spokenWords();
+    if (takesTurn(words, this.spec.minInterruptWords)) return this.interruptNow();
+    if (words && isBackchannel(words)) this.discardUtterance = true;
+    else if (!paused) this.hooks.pause();
+    else if (words === '' && this.utteranceMs >= WORDLESS_INTERRUPTION_MS) this.interruptNow();
+  }
+
+  private interruptNow(): void {
     this.discardUtterance = false;
     this.hooks.interrupt();
   }
 
+  /**
+   * The utterance that paused the agent has settled (`words`, '' when the transcriber gave none):
+   * the interruption stands if they take the turn, else the agent resumes.
+   */
+  private resolvePause(words: string): void {
+    if (takesTurn(words, this.spec.minInterruptWords)) this.interruptNow();
+    else this.hooks.resume();
+  }
+
   private turnText(): string {
     return [...this.finals, this.interim].filter(Boolean).join(' ');
+  }
+
+  /** The caller's words so far, for turn-taking: none when the transcripts only stand for speech. */
+  private spokenWords(): string {
+    return this.wordless ? '' : this.turnText();
   }
 
   /** The caller's turn is over (`silence` ms of it): its words settle once the final transcript is in (or after a wait). */
@@ -185,10 +226,14 @@ export class Hearing {
     const settle = () => {
       this.awaitingFinal = undefined;
       const text = this.finals.join(' ').trim();
+      const wordless = this.wordless;
+      if (this.hooks.agentPaused()) this.resolvePause(wordless ? '' : text);
       const overAgent = this.hooks.agentAudible();
-      const discard = dropsAsBackchannel(text, this.discardUtterance, overAgent);
+      // Sound over the agent that no words came of (a cough, a wordless transcriber's "mm") is no turn to hold.
+      const discard = dropsAsBackchannel(text, this.discardUtterance, overAgent) || (overAgent && wordless);
       this.finals = [];
       this.interim = '';
+      this.wordless = false;
       this.turnActive = false;
       this.silenceMs = 0;
       this.pauseMs = 0;

@@ -16,9 +16,12 @@ import { levelDb } from '../audio.js';
  *   counted from the caller's last loud frame, the VAD's hangover included (0.5 gives 500 ms). With `endpoint_type: ai` the wait doubles, by at least 700 ms and at most
  *   to 6 s, while the words so far look unfinished (a trailing conjunction or filler, a trailing
  *   comma, a number being read out, or no final punctuation from the transcriber).
- * - `interrupt_sensitivity` s: the caller barges in after max(60 ms, min(s, 5 s)) of speech over
- *   the agent, with at least `min_interrupt_words` transcribed words when that is set, and not
- *   when every word is a backchannel ("mm-hmm", "yes", "okay"...).
+ * - `interrupt_sensitivity` s: after max(60 ms, min(s, 5 s)) of the caller's speech over the agent,
+ *   the agent pauses (its unheard speech kept). The interruption stands as soon as the caller's
+ *   words take the turn (not all backchannel, at least `min_interrupt_words` of them when set), or
+ *   after 1 s of speech with no words at all (a transcriber that gives none); otherwise, once the
+ *   caller's utterance settles, the agent resumes from where it was last heard (a backchannel,
+ *   a cough, too few words). A backchannel known before the pause does not pause it.
  */
 
 export const SPEECH_ONSET_FRAMES = 3;
@@ -116,6 +119,14 @@ export function isBackchannel(text: string): boolean {
  */
 export function dropsAsBackchannel(text: string, flagged: boolean, overAgent: boolean): boolean {
   return text !== '' && isBackchannel(text) && (flagged || overAgent);
+}
+
+/**
+ * Whether words said over the agent take the turn from it: some that are not all backchannel, and
+ * at least `minWords` of them when that is set.
+ */
+export function takesTurn(words: string, minWords: number | null): boolean {
+  return words !== '' && !isBackchannel(words) && wordCount(words) >= Math.max(1, minWords ?? 1);
 }
 
 export function wordCount(text: string): number {

@@ -29,7 +29,7 @@ export function createDevStt(script?: TranscriptScript): SttProvider {
         const { words, speechMs } = active;
         active = undefined;
         const text = words.length > 0 ? words.join(' ') : `(caller speech, ${(speechMs / 1000).toFixed(1)} s)`;
-        options.onTranscript({ text, final: true, language: options.languages[0] });
+        options.onTranscript({ text, final: true, language: options.languages[0], wordless: words.length === 0 });
       };
       return {
         write(_frame, speech) {
@@ -44,7 +44,7 @@ export function createDevStt(script?: TranscriptScript): SttProvider {
           if (revealed > active.revealed) {
             active.revealed = revealed;
             const text = active.words.length > 0 ? active.words.slice(0, revealed).join(' ') : Array.from({ length: revealed }, () => 'speech').join(' ');
-            options.onTranscript({ text, final: false, language: options.languages[0] });
+            options.onTranscript({ text, final: false, language: options.languages[0], wordless: active.words.length === 0 });
           }
         },
         finalize: settle,

@@ -14,6 +14,11 @@ export interface Transcript {
   readonly final: boolean;
   /** ISO 639-1 code when the provider detected the language. */
   readonly language?: string;
+  /**
+   * The text only stands for speech the transcriber did not put into words (the `dev` one):
+   * turn-taking judges such an utterance by its length, not by its "words".
+   */
+  readonly wordless?: boolean;
 }
 
 export interface SttStream {

@@ -8,8 +8,10 @@ import { FRAME_MS, FRAME_SAMPLES, allocSamples, copySamples, mixInto } from '../
  * call ticker runs every 5 ms, so a frame leaves at most a few milliseconds late and never in a
  * burst; a schedule that fell behind by more than 100 ms restarts rather than catching up). After each segment a mark goes out; the transport echoes it when the caller has heard
  * that far (Twilio `mark`, the web call's `mark` frame), which is how the playout knows the agent
- * has finished speaking. `clear()` drops everything unsent (barge-in), and what the caller heard
- * is reported per segment as the share of its frames that went out.
+ * has finished speaking. `pause()` holds the speech while the caller may be interrupting and
+ * `resume()` goes on from where the caller stopped hearing it; `clear()` drops everything unsent
+ * (barge-in), and what the caller heard is reported per segment as the share of its frames that
+ * went out.
  */
 
 export interface PlayoutSink {
@@ -33,6 +35,11 @@ export interface Segment {
 const MAX_BEHIND_MS = 100;
 /** A transport that never echoes marks is taken to have played a segment this long after its last frame. */
 const MARK_TIMEOUT_MS = 1_000;
+/**
+ * Speech sent this recently when the playout pauses may not have reached the caller's ear yet
+ * (the network, the carrier's jitter buffer): it is sent again when the playout resumes.
+ */
+export const PAUSE_REWIND_MS = 200;
 
 export class Playout {
   private readonly segments: Segment[] = [];
@@ -42,6 +49,10 @@ export class Playout {
   private nextId = 1;
   private ambientOffset = 0;
   private markTimer: unknown;
+  /** Speech is held (the caller may be interrupting); ambient sound goes on. */
+  private paused = false;
+  /** When the last frame of speech went out. */
+  private lastSpeechAt: number | undefined;
   /** Frames sent while the agent had something to say; the voice-to-voice probe reads the first. */
   onSpeechFrame: ((segment: Segment) => void) | undefined;
   /** Every sent frame (agent speech, ambient or both), for the recording. */
@@ -121,8 +132,44 @@ export class Playout {
     }
   }
 
+  /**
+   * Holds the speech: the transport drops what it buffered, and the speech of the last
+   * `PAUSE_REWIND_MS` is sent again on `resume` (the rest goes on from where it stopped). Speech
+   * pushed meanwhile queues. Ambient sound, when the assistant has it, goes on.
+   */
+  pause(): void {
+    if (this.paused) return;
+    this.paused = true;
+    const now = this.clock.now();
+    let rewind = this.lastSpeechAt === undefined ? 0 : Math.max(0, Math.ceil((PAUSE_REWIND_MS - (now - this.lastSpeechAt)) / FRAME_MS));
+    for (let i = this.segments.length - 1; i >= 0 && rewind > 0; i--) {
+      const segment = this.segments[i]!;
+      if (segment.acked) break;
+      const back = Math.min(rewind, segment.sent);
+      if (back === 0) continue;
+      segment.sent -= back;
+      rewind -= back;
+      // Its mark went out with audio the transport now drops: the echo of the clear is no proof it was heard.
+      this.markSent.delete(segment.id);
+    }
+    if (!this.ambient) this.nextDue = undefined;
+    this.sink.clear();
+  }
+
+  /** Speech goes on from where `pause` left it. */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.pump();
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
   /** Starts playing at once when the playout was idle. */
   private pump(): void {
+    if (this.paused) return;
     if (this.nextDue !== undefined) {
       this.markFinished();
       return;
@@ -132,6 +179,7 @@ export class Playout {
 
   /** Sends the next frame of speech, if one is ready; marks segments whose last frame went out. */
   private sendNext(): boolean {
+    if (this.paused) return false;
     for (const segment of this.segments) {
       if (segment.sent < segment.frames.length) {
         const frame = segment.frames[segment.sent++]!;
@@ -165,7 +213,10 @@ export class Playout {
       mixInto(out, bed.subarray(this.ambientOffset, this.ambientOffset + FRAME_SAMPLES), this.ambient.gain);
       this.ambientOffset += FRAME_SAMPLES;
     }
-    if (segment) this.onSpeechFrame?.(segment);
+    if (segment) {
+      this.lastSpeechAt = this.clock.now();
+      this.onSpeechFrame?.(segment);
+    }
     this.onFrame?.(out);
     this.sink.audio(out);
   }
@@ -209,6 +260,7 @@ export class Playout {
   clear(): { segment: Segment; heard: string; heardMs: number }[] {
     const result = this.segments.map((segment) => ({ segment, heard: heardText(segment), heardMs: segment.sent * FRAME_MS }));
     this.segments.length = 0;
+    this.paused = false;
     this.markSent.clear();
     if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);
     this.markTimer = undefined;

@@ -45,6 +45,23 @@ export class Speaker {
     return this.playout !== undefined && this.playout.busy;
   }
 
+  /**
+   * The caller may be interrupting: the agent's speech is held (what the carrier buffered is
+   * dropped) until `resume`, or until the response ends cut (`endResponse(true)`).
+   */
+  pause(): void {
+    this.playout?.pause();
+  }
+
+  /** Not an interruption after all: the speech goes on from where the caller stopped hearing it. */
+  resume(): void {
+    this.playout?.resume();
+  }
+
+  get paused(): boolean {
+    return this.playout?.isPaused ?? false;
+  }
+
   /** The call ticker: sends the frames that fell due. */
   tick(now: number): void {
     this.playout?.tick(now);
