@@ -91,7 +91,7 @@ async function openCalls(s: VoiceSetup, pool: DatabasePool, n: number): Promise<
 }
 
 const ENDING: CallEnding = { status: 'ended', transcript: '', duration: 0, answeredBy: null, answeredAt: null, endedAt: new Date().toISOString(), carrierCost: 0, totalCost: 0, recordingPath: null, evaluationPending: false };
-const beats = (ids: number[]) => ids.map((id) => ({ id, heardAt: null }));
+const beats = (ids: number[]) => ids.map((id) => ({ id, heardAt: null, transcript: null }));
 
 t.test('two heartbeats naming the same calls in different orders, the first held up by an end being saved: both are written', async (t) => {
   const s = await voiceSetup(t);

@@ -12,9 +12,10 @@ import { embeddedUrl, isRunning, spawnServer, startServer, until, type LogLine, 
  * Servers killed outright (SIGKILL), and servers refused before they touch anything:
  * 1. Two servers on one database; the one holding live calls is killed. The other settles them
  *    within the configured sweep time, each charged up to when it was last heard (the kill, to the
- *    heartbeat), with its webhook delivered.
+ *    heartbeat), with its transcript so far (written with the heartbeat) and its webhook delivered.
  * 2. The one server on its embedded database is killed with a live call; the next start takes the
- *    orphaned PostgreSQL over and settles the call at once, charged up to when it was last heard.
+ *    orphaned PostgreSQL over and settles the call at once, charged up to when it was last heard,
+ *    its transcript so far kept.
  * 3. A second start on a port in use is refused in one line before it touches any database; the
  *    first keeps serving.
  */
@@ -111,6 +112,7 @@ t.test('a killed server\'s calls are settled by another server within the sweep 
     t.equal(call.status, 'ended', `call ${call.id} ended`);
     t.ok(call.duration >= Math.floor(spoke - 0.2) && call.duration <= Math.ceil(spoke) + 1, `call ${call.id}: billed ${call.duration} s of ${spoke.toFixed(2)} s talked (heartbeat 0.2 s)`);
     t.ok(call.total_cost > 0, `call ${call.id}: charged ${call.total_cost}`);
+    t.equal(call.transcript, 'assistant: Hello.', `call ${call.id}: the transcript so far kept`);
     t.comment(`SIGKILL: call ${call.id} billed ${call.duration} s of ${spoke.toFixed(2)} s talked; settled ${settledIn} ms after the kill`);
   }
   const charges = await withClient(databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM ledger_entries WHERE kind = 'call' AND reference = ANY($1)`, [ids.map(String)])).rows[0].n));
@@ -142,6 +144,7 @@ t.test('killed with a live call on its embedded database: the next start takes t
   const call = (await next.api('GET', `/user/calls/${id}`, undefined, account.token)).body.data;
   const spoke = (await talked(await embeddedUrl(next, dir), [id!], killedAt)).get(id!)!;
   t.equal(call.status, 'ended', 'ended at start-up, not a sweep later');
+  t.equal(call.transcript, 'assistant: Hello.', 'the transcript so far kept');
   t.ok(call.duration >= Math.floor(spoke - 1) && call.duration <= Math.ceil(spoke) + 1, `billed ${call.duration} s of ${spoke.toFixed(2)} s talked (heartbeat 1 s)`);
   t.comment(`SIGKILL then restart: billed ${call.duration} s of ${spoke.toFixed(2)} s talked`);
   next.child.kill('SIGTERM');

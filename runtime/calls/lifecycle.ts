@@ -123,6 +123,7 @@ export class CallLifecycle {
       recordingsDir: deps.recordingsDir,
       recordingUrl: deps.recordingUrl,
       held: () => this.held(),
+      written: (beats) => this.written(beats),
       settled: () => deps.wakeWebhooks(),
       lost: (ids) => this.lost(ids),
     });
@@ -291,6 +292,7 @@ export class CallLifecycle {
       answer: undefined,
       lastMediaAt: clock.now(),
       heardAt: null,
+      beatTranscript: '',
       attached: false,
       persisting: Promise.resolve(),
       ended,
@@ -446,9 +448,20 @@ export class CallLifecycle {
   /** This process's calls as its heartbeat reports them: live ones, and those whose end is still being saved. */
   private held(): CallHeartbeat[] {
     const beats: CallHeartbeat[] = [];
-    for (const [id, call] of this.calls.entries()) beats.push({ id, heardAt: call.heardAt === null ? null : isoTimestamp(call.heardAt) });
-    for (const id of this.saving) if (!this.calls.has(id)) beats.push({ id, heardAt: null });
+    for (const [id, call] of this.calls.entries()) {
+      // Written only when it changed (a turn), not every second.
+      const transcript = call.session.transcriptText();
+      beats.push({ id, heardAt: call.heardAt === null ? null : isoTimestamp(call.heardAt), transcript: transcript === call.beatTranscript ? null : transcript });
+    }
+    for (const id of this.saving) if (!this.calls.has(id)) beats.push({ id, heardAt: null, transcript: null });
     return beats;
+  }
+
+  private written(beats: readonly CallHeartbeat[]): void {
+    for (const beat of beats) {
+      const call = beat.transcript === null ? undefined : this.calls.get(beat.id);
+      if (call) call.beatTranscript = beat.transcript!;
+    }
   }
 
   /** Calls another process's sweep ended while this one could not vouch for them. */

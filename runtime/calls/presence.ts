@@ -38,6 +38,8 @@ export interface CallPresenceDeps {
   recordingUrl(callId: number): string;
   /** This process's calls (live, or with their end still being saved), and when each was last heard. */
   held(): CallHeartbeat[];
+  /** The beats were written: the transcripts they carried are now the ones a sweep would keep. */
+  written(beats: readonly CallHeartbeat[]): void;
   /** Calls were settled: their webhooks are queued. */
   settled(ids: readonly number[]): void;
   /**
@@ -117,6 +119,7 @@ export function createCallPresence(deps: CallPresenceDeps) {
     if (beating) return undefined;
     const written: Promise<void> = touchCalls(pool, held)
       .then((vouched) => {
+        deps.written(held);
         if (vouched.length === held.length) return;
         const found = new Set(vouched);
         const lost = held.filter((beat) => !found.has(beat.id)).map((beat) => beat.id);

@@ -56,6 +56,8 @@ export interface LiveCall {
   lastMediaAt: number;
   /** When the call's audio last went either way (caller frames in, agent frames out), by the clock. */
   heardAt: number | null;
+  /** The transcript as the last heartbeat written holds it (what a sweep would keep if this process stopped). */
+  beatTranscript: string;
   /** Its media socket has joined: the ticker paces it. */
   attached: boolean;
   /** Every status change saved so far, in order (a chain: each waits for the one before). */

@@ -142,6 +142,8 @@ export interface CallHeartbeat {
   readonly id: number;
   /** When the call's audio last went either way (ISO), by the process's clock; null before any. */
   readonly heardAt: string | null;
+  /** The transcript so far, when it changed since the last beat written; else null (kept as it was). */
+  readonly transcript: string | null;
 }
 
 /**
@@ -157,11 +159,13 @@ export interface CallHeartbeat {
 export async function touchCalls(db: CommonQueryMethods, beats: readonly CallHeartbeat[]): Promise<readonly number[]> {
   if (beats.length === 0) return [];
   return db.anyFirst(sql.type(z.object({ call_id: z.number() }))`
-    INSERT INTO call_heartbeats (call_id, seen_at, heard_at)
-    SELECT b.id, now(), b.heard_at FROM ${sql.unnest(beats.map((b) => [b.id, b.heardAt]), ['int8', 'timestamptz'])} AS b(id, heard_at)
+    INSERT INTO call_heartbeats (call_id, seen_at, heard_at, transcript)
+    SELECT b.id, now(), b.heard_at, b.transcript
+    FROM ${sql.unnest(beats.map((b) => [b.id, b.heardAt, b.transcript === null ? null : storableText(b.transcript)]), ['int8', 'timestamptz', 'text'])} AS b(id, heard_at, transcript)
     JOIN calls c ON c.id = b.id AND c.ended_at IS NULL
     ORDER BY b.id
-    ON CONFLICT (call_id) DO UPDATE SET seen_at = excluded.seen_at, heard_at = COALESCE(excluded.heard_at, call_heartbeats.heard_at)
+    ON CONFLICT (call_id) DO UPDATE SET seen_at = excluded.seen_at, heard_at = COALESCE(excluded.heard_at, call_heartbeats.heard_at),
+      transcript = COALESCE(excluded.transcript, call_heartbeats.transcript)
     RETURNING call_id`);
 }
 
@@ -208,8 +212,8 @@ export async function closeOrphanedCall(db: DatabaseTransactionConnection, call:
   const result = await db.query(sql.unsafe`
     UPDATE calls c SET status = CASE WHEN c.answered_at IS NULL THEN 'failed' ELSE 'ended' END, duration = ${costs.seconds},
       carrier_cost = ${costs.carrier.toFixed(6)}, total_cost = ${costs.total.toFixed(6)}, recording_path = COALESCE(c.recording_path, ${recordingPath}),
-      ended_at = to_timestamp(${call.end_ms / 1000}), updated_at = now()
-    FROM (SELECT c.id FROM calls c LEFT JOIN call_heartbeats h ON h.call_id = c.id
+      transcript = COALESCE(still.transcript, c.transcript), ended_at = to_timestamp(${call.end_ms / 1000}), updated_at = now()
+    FROM (SELECT c.id, h.transcript FROM calls c LEFT JOIN call_heartbeats h ON h.call_id = c.id
           WHERE c.id = ${call.id} AND c.ended_at IS NULL AND ${lastSeen} = ${call.last_seen}::timestamptz FOR UPDATE OF c) AS still
     WHERE c.id = still.id`);
   if (result.rowCount === 0) return false;

@@ -330,12 +330,17 @@ export class CallSession {
     this.hooks.ended({
       status,
       failure,
-      transcript: this.transcript.filter((e) => e.text).map((e) => `${e.role}: ${e.text}`).join('\n'),
+      transcript: this.transcriptText(),
       answeredAt: this.answeredAt,
       endedAt,
       durationSeconds: this.answeredAt === null ? 0 : Math.round((endedAt - this.answeredAt) / 1000),
       answeredBy: this.spec.answeredBy ?? (this.answeredAt !== null && this.spec.type !== 'outbound' ? 'human' : this.answeredAt !== null ? 'unknown' : null),
     });
+  }
+
+  /** The transcript so far, as the call's end saves it (`role: text` lines). */
+  transcriptText(): string {
+    return this.transcript.filter((e) => e.text).map((e) => `${e.role}: ${e.text}`).join('\n');
   }
 
   /** Ends the call from outside (server shutdown, assistant deleted): status `ended`. */
