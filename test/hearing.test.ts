@@ -177,6 +177,7 @@ t.test('a backchannel over the agent neither interrupts nor becomes a turn', asy
   r.say('mm-hmm', false);
   r.speak(400);
   t.same(r.heard.interrupts, [], 'no interruption for "mm-hmm"');
+  t.same(r.heard.pauses, [], 'not even a pause: it was known to be a backchannel in time');
   r.say('mm-hmm');
   r.silence(800);
   t.same(r.heard.turns, [], 'and no turn');
