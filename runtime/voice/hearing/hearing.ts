@@ -181,8 +181,9 @@ export class Hearing {
   /**
    * The caller's sound over the agent: after `interrupt_sensitivity` of it the agent pauses; the
    * interruption stands once the words take the turn, or after `WORDLESS_INTERRUPTION_MS` of speech
-   * without any; otherwise the utterance's end decides (`resolvePause`). A realtime model hears the
-   * caller itself: there the threshold interrupts at once.
+   * without any; otherwise the utterance's end decides (`resolvePause`). In a realtime call the
+   * threshold interrupts at once: the caller's words come from the model only after the utterance,
+   * too late to tell "stop!" from "mm-hmm" while the agent waits.
    */
   private checkBargeIn(): void {
     if (this.hooks.agentState() === 'thinking') return;
