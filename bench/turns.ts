@@ -97,7 +97,7 @@ let sids = 0;
 
 /** A call to `number` as Twilio places it (voice webhook, then the media stream). */
 export async function dialIn(p: TurnsPlatform, number: string): Promise<CorpusCaller> {
-  const callSid = `CA${(++sids).toString(16).padStart(32, 'c')}`;
+  const callSid = `CAb${(++sids).toString(16).padStart(31, '0')}`;
   const form = new URLSearchParams({ To: number, From: '+14155550199', CallSid: callSid });
   const twiml = await (await fetch(`${p.origin}/api/telephony/twilio/inbound`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form.toString() })).text();
   const url = /<Stream url="([^"]+)"/.exec(twiml)?.[1];
