@@ -18,7 +18,8 @@ import { missingCorpusTools } from './corpus/tools.js';
  * settings on the dev model, voice and transcriber (which reports no words, so every decision is
  * the hearing's own). Per VAD (`VOICE_VAD`, a comma-separated list, each run on its own platform):
  * - false cut-offs per pause length, `endpoint_type` `vad` and `ai`: the agent answered (its audio
- *   began) before the caller's last word of a sentence with a mid-sentence pause;
+ *   began) before the caller's last word of a sentence with a mid-sentence pause; clean lines per
+ *   pause length, lines with a TV or music (which plays on for 2.5 s after the caller) apart;
  * - how long after the caller's last word the agent answered (p50), where it did not cut off;
  * - false interruptions on backchannels and on noise said 1 s into the agent's greeting: the
  *   server sent `clear`; resumed: after that clear the agent was audible again and the call's
@@ -44,9 +45,13 @@ export type Role = 'listen-vad' | 'listen-ai' | 'talk';
 
 export interface TurnsResult {
   readonly vad: string;
-  /** Per `endpoint_type`, per pause length: clips and false cut-offs. */
+  /** Clean lines, per `endpoint_type`, per pause length: clips and false cut-offs. */
   readonly pauses: Record<'vad' | 'ai', Record<number, { clips: number; cutOffs: number }>>;
+  /** Lines with a background (TV, music), every pause length, per `endpoint_type`. */
+  readonly noisyPauses: Record<'vad' | 'ai', { clips: number; cutOffs: number }>;
+  /** Where the agent did not cut off: from the caller's last word to its answer, clean and noisy lines. */
   readonly answerAfterP50Ms: Record<'vad' | 'ai', number>;
+  readonly noisyAnswerAfterP50Ms: Record<'vad' | 'ai', number>;
   readonly backchannels: { clips: number; interrupted: number; resumed: number };
   readonly noise: { clips: number; interrupted: number; resumed: number };
   /**
@@ -166,13 +171,19 @@ export function jobsFor(clips: readonly Clip[]): Job[] {
 
 export function summarize(vad: string, outcomes: readonly JobOutcome[], cpuMs: number, interruptMs = 500): TurnsResult {
   const pauses = { vad: {}, ai: {} } as TurnsResult['pauses'];
-  const answers: Record<'vad' | 'ai', number[]> = { vad: [], ai: [] };
+  const noisyPauses = {} as TurnsResult['noisyPauses'];
+  const answerP50 = { vad: 0, ai: 0 };
+  const noisyAnswerP50 = { vad: 0, ai: 0 };
+  const answered = (runs: readonly JobOutcome[]) => percentile(runs.filter((o) => !o.cutOff && o.answerAfterMs !== undefined).map((o) => o.answerAfterMs!), 50);
+  const count = (runs: readonly JobOutcome[]) => ({ clips: runs.length, cutOffs: runs.filter((o) => o.cutOff).length });
   for (const type of ['vad', 'ai'] as const) {
-    for (const ms of PAUSES_MS) {
-      const runs = outcomes.filter((o) => o.role === `listen-${type}` && o.clip.label.pauses[0]?.nominalMs === ms && o.cutOff !== undefined);
-      pauses[type][ms] = { clips: runs.length, cutOffs: runs.filter((o) => o.cutOff).length };
-      answers[type].push(...runs.filter((o) => !o.cutOff && o.answerAfterMs !== undefined).map((o) => o.answerAfterMs!));
-    }
+    const runs = outcomes.filter((o) => o.role === `listen-${type}` && o.cutOff !== undefined);
+    const clean = runs.filter((o) => !o.clip.label.background);
+    const noisy = runs.filter((o) => o.clip.label.background);
+    for (const ms of PAUSES_MS) pauses[type][ms] = count(clean.filter((o) => o.clip.label.pauses[0]?.nominalMs === ms));
+    noisyPauses[type] = count(noisy);
+    answerP50[type] = answered(clean);
+    noisyAnswerP50[type] = answered(noisy);
   }
   const over = outcomes.filter((o) => o.role === 'talk' && o.overAgent);
   const falseOnes = (kind: string) => {
@@ -186,7 +197,9 @@ export function summarize(vad: string, outcomes: readonly JobOutcome[], cpuMs: n
   return {
     vad,
     pauses,
-    answerAfterP50Ms: { vad: percentile(answers.vad, 50), ai: percentile(answers.ai, 50) },
+    noisyPauses,
+    answerAfterP50Ms: answerP50,
+    noisyAnswerAfterP50Ms: noisyAnswerP50,
     backchannels: falseOnes('backchannel'),
     noise: falseOnes('noise'),
     bargeIn: { clips: barges.length, missed, early: barges.length - missed - latencies.length, p50Ms: percentile(latencies, 50), p95Ms: percentile(latencies, 95), late: missed + latencies.filter((ms) => ms > interruptMs + BARGE_IN_SLACK_MS).length },
@@ -250,26 +263,29 @@ export async function runTurnsBench(options: TurnsOptions): Promise<TurnsResult[
   return results;
 }
 
+const ms = (value: number) => (Number.isNaN(value) ? 'n/a' : value.toFixed(0));
 const pct = (n: number, of: number) => (of === 0 ? 'n/a' : `${((100 * n) / of).toFixed(1)}% (${n}/${of})`);
 
 export function formatTurns(results: readonly TurnsResult[]): string {
   const rows = results.map((r) => [
     r.vad,
     ...(['vad', 'ai'] as const).map((type) => PAUSES_MS.map((ms) => pct(r.pauses[type][ms]!.cutOffs, r.pauses[type][ms]!.clips)).join(' / ')),
-    `${r.answerAfterP50Ms.vad.toFixed(0)} / ${r.answerAfterP50Ms.ai.toFixed(0)}`,
+    `${ms(r.answerAfterP50Ms.vad)} / ${ms(r.answerAfterP50Ms.ai)}`,
+    `${pct(r.noisyPauses.vad.cutOffs, r.noisyPauses.vad.clips)} / ${pct(r.noisyPauses.ai.cutOffs, r.noisyPauses.ai.clips)}`,
+    `${ms(r.noisyAnswerAfterP50Ms.vad)} / ${ms(r.noisyAnswerAfterP50Ms.ai)}`,
     pct(r.backchannels.interrupted, r.backchannels.clips),
     pct(r.noise.interrupted, r.noise.clips),
     `${r.backchannels.resumed + r.noise.resumed} of ${r.backchannels.interrupted + r.noise.interrupted}`,
-    `${r.bargeIn.p50Ms.toFixed(0)} / ${r.bargeIn.p95Ms.toFixed(0)}`,
-    `${r.bargeIn.late} of ${r.bargeIn.clips} (${r.bargeIn.missed} never)`,
+    `${ms(r.bargeIn.p50Ms)} / ${ms(r.bargeIn.p95Ms)}`,
+    `${r.bargeIn.late} of ${r.bargeIn.clips - r.bargeIn.early} (${r.bargeIn.missed} never)`,
     `${r.bargeIn.early}`,
     r.cpuPerCallPercent.toFixed(2),
   ]);
   return [
     'Turn-taking on the speech corpus (Twilio protocol, manual clock, dev model/voice/transcriber, default settings)',
     '',
-    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | false interruptions: backchannels | noise | resumed | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms) | barge-ins cleared before the caller spoke | CPU % of a core per call |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | with TV or music: false cut-offs, every pause (vad / ai) | answer after last word p50 ms (vad / ai) | false interruptions: backchannels | noise | resumed | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms), of those not cleared early | barge-ins cleared before the caller spoke | CPU % of a core per call |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((row) => `| ${row.join(' | ')} |`),
     ...results.filter((r) => r.notOverAgent > 0).map((r) => `\n${r.vad}: ${r.notOverAgent} clips found the agent silent and are not counted.`),
   ].join('\n');

@@ -67,11 +67,12 @@ t.test('the builder makes labelled clips and reads them once built', { skip }, a
 });
 
 t.test('the summary counts what the calls showed', async (t) => {
-  const clip = (kind: string, nominalMs?: number) => ({ label: { kind, pauses: nominalMs ? [{ nominalMs }] : [] } }) as unknown as Clip;
+  const clip = (kind: string, nominalMs?: number, background: unknown = null) => ({ label: { kind, pauses: nominalMs ? [{ nominalMs }] : [], background } }) as unknown as Clip;
   const outcomes = [
     { clip: clip('pause', 500), role: 'listen-vad', cutOff: true, answerAfterMs: -900, elapsedMs: 5_000 },
     { clip: clip('pause', 500), role: 'listen-vad', cutOff: false, answerAfterMs: 520, elapsedMs: 5_000 },
     { clip: clip('pause', 700), role: 'listen-ai', cutOff: false, answerAfterMs: 1_200, elapsedMs: 5_000 },
+    { clip: clip('pause', 700, { sound: 'tv', snrDb: 20 }), role: 'listen-vad', cutOff: false, answerAfterMs: 3_000, elapsedMs: 5_000 },
     { clip: clip('backchannel'), role: 'talk', overAgent: true, cleared: true, clearAfterMs: 500, resumed: true, elapsedMs: 5_000 },
     { clip: clip('backchannel'), role: 'talk', overAgent: true, cleared: false, elapsedMs: 5_000 },
     { clip: clip('backchannel'), role: 'talk', overAgent: false, cleared: false, elapsedMs: 5_000 },
@@ -84,13 +85,15 @@ t.test('the summary counts what the calls showed', async (t) => {
   const r = summarize('energy', outcomes, 500);
   t.same(r.pauses.vad[500], { clips: 2, cutOffs: 1 });
   t.same(r.pauses.ai[700], { clips: 1, cutOffs: 0 });
-  t.equal(r.answerAfterP50Ms.vad, 520, 'answers that cut off are not timed');
+  t.equal(r.answerAfterP50Ms.vad, 520, 'answers that cut off are not timed, nor those of noisy lines');
+  t.same(r.noisyPauses.vad, { clips: 1, cutOffs: 0 }, 'lines with a background apart');
+  t.equal(r.noisyAnswerAfterP50Ms.vad, 3_000);
   t.same(r.backchannels, { clips: 2, interrupted: 1, resumed: 1 }, 'a clip that found the agent silent does not count');
   t.same(r.noise, { clips: 1, interrupted: 1, resumed: 0 });
   t.same(r.bargeIn, { clips: 4, missed: 1, early: 1, p50Ms: 900, p95Ms: 900, late: 2 });
   t.equal(r.notOverAgent, 1);
-  t.equal(r.cpuPerCallPercent, (500 / 55_000) * 100);
-  t.match(formatTurns([r]), /^\| energy \| 50\.0% \(1\/2\) \/ n\/a \/ n\/a \| n\/a \/ 0\.0% \(0\/1\) \/ n\/a \| 520 \/ 1200 \| 50\.0% \(1\/2\) \| 100\.0% \(1\/1\) \| 1 of 2 \| 900 \/ 900 \| 2 of 4 \(1 never\) \| 1 \| 0\.91 \|$/m);
+  t.equal(r.cpuPerCallPercent, (500 / 60_000) * 100);
+  t.match(formatTurns([r]), /^\| energy \| 50\.0% \(1\/2\) \/ n\/a \/ n\/a \| n\/a \/ 0\.0% \(0\/1\) \/ n\/a \| 520 \/ 1200 \| 0\.0% \(0\/1\) \/ n\/a \| 3000 \/ n\/a \| 50\.0% \(1\/2\) \| 100\.0% \(1\/1\) \| 1 of 2 \| 900 \/ 900 \| 2 of 3 \(1 never\) \| 1 \| 0\.83 \|$/m);
 });
 
 t.test('the benchmark plays clips over the Twilio protocol and reports', { skip }, async (t) => {
