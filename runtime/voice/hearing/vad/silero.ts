@@ -18,9 +18,9 @@ import type { Vad, VadSource } from './vad.js';
  * The gate: a window below -55 dBFS, or within 3 dB of the quietest window of the last two
  * seconds (a steady noise already learned), is not sent and counts as probability 0.
  *
- * Fallback: while no probability newer than 200 ms is known (the worker is loading, failed,
- * restarting or late), the frame gets the energy VAD's answer, run alongside all the time; the
- * call logs this once. The energy VAD says "speech" for any loud sound (a cough, a door, noise);
+ * Fallback: while no probability newer than 200 ms is known (the model still loading, the worker
+ * failed or late), the frame gets the energy VAD's answer, run alongside all the time; the call
+ * logs this once. The energy VAD says "speech" for any loud sound (a cough, a door, noise);
  * Silero does not.
  */
 
