@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawDecode } from '../../runtime/voice/audio.js';
+import { FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawDecode, random } from '../../runtime/voice/audio.js';
 
 /**
  * Audio for the VAD tests and benchmark, as 16 kHz PCM16: the checked-in speech clips
@@ -13,18 +13,6 @@ const FIXTURES = new URL('../fixtures/speech/', import.meta.url);
 export function speechClip(name: 'booking-en' | 'confirm-en-f' | 'termin-de'): Int16Array {
   const bytes = readFileSync(new URL(`${name}.ul`, FIXTURES));
   return new Upsampler().process(mulawDecode(bytes)).slice();
-}
-
-/** A deterministic generator of uniform numbers in [0, 1) (mulberry32). */
-export function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 const samplesOf = (ms: number) => Math.round((SAMPLE_RATE * ms) / 1000);

@@ -6,8 +6,8 @@ import type { SileroEngineOptions } from '../../runtime/voice/hearing/vad/engine
 import type { Vad } from '../../runtime/voice/hearing/vad/vad.js';
 import { frames } from './vadAudio.js';
 
-/** A Silero engine whose log lines the test reads; closed at the test's end. */
-export function sileroRig(t: { teardown(fn: () => unknown): void }, options: Partial<SileroEngineOptions> = {}) {
+/** A logger whose lines (parsed) the test reads. */
+export function loggedLines() {
   const lines: Array<Record<string, unknown>> = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -15,7 +15,12 @@ export function sileroRig(t: { teardown(fn: () => unknown): void }, options: Par
       done();
     },
   });
-  const logger = pino({ level: 'info' }, sink);
+  return { lines, logger: pino({ level: 'info' }, sink) };
+}
+
+/** A Silero engine whose log lines the test reads; closed at the test's end. */
+export function sileroRig(t: { teardown(fn: () => unknown): void }, options: Partial<SileroEngineOptions> = {}) {
+  const { lines, logger } = loggedLines();
   const vads = sileroVads({ ...options, logger });
   t.teardown(() => vads.close());
   return { vads, engine: vads.engine, lines, open: (callId = 1) => vads.open(callId) as SileroVad };

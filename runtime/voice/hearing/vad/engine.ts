@@ -197,8 +197,7 @@ export class SileroEngine {
     this.status = 'starting';
     const worker = new Worker(this.workerUrl, { workerData: { modelPath: this.modelPath } });
     this.worker = worker;
-    // The thread does not keep the process alive; the platform's stop ends it.
-    worker.unref();
+    // The thread keeps the process alive until `close` (the platform's stop) ends it.
     worker.on('message', (message: WorkerMessage) => {
       if (worker !== this.worker) return;
       if (message.type === 'ready') this.onReady();
