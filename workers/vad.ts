@@ -21,6 +21,7 @@ const sampleRate = new ort.Tensor('int64', BigInt64Array.of(16_000n), []);
 const states = new Map<number, Float32Array>();
 
 async function infer(message: InferMessage): Promise<ResultMessage> {
+  const started = performance.now();
   for (const id of message.released) states.delete(id);
   const { ids, seqs, windows } = message;
   const probabilities = new Float32Array(ids.length);
@@ -59,7 +60,7 @@ async function infer(message: InferMessage): Promise<ResultMessage> {
       states.set(ids[entry]!, own);
     });
   }
-  return { type: 'result', ids, seqs, probabilities };
+  return { type: 'result', ids, seqs, probabilities, inferMs: performance.now() - started };
 }
 
 // Batches are answered one at a time, in order (the engine sends the next once this one is back).

@@ -6,7 +6,7 @@
  * - in `infer`: for entry i, stream `ids[i]`'s window number `seqs[i]` as `windows[i*576 ..
  *   (i+1)*576)`; `released` streams lose their state first.
  * - out `ready` once the model is loaded, then one `result` per `infer`, in order, with each
- *   entry's speech probability (0..1).
+ *   entry's speech probability (0..1) and the time the inferences took.
  */
 
 export const WINDOW_SAMPLES = 512;
@@ -28,4 +28,6 @@ export interface ResultMessage {
   readonly ids: Int32Array;
   readonly seqs: Int32Array;
   readonly probabilities: Float32Array;
+  /** The worker's time on the batch (its inferences), ms. */
+  readonly inferMs: number;
 }

@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../../logger.js';
-import { INPUT_SAMPLES, type InferMessage, type WorkerMessage } from '../../../../workers/vadProtocol.js';
+import { INPUT_SAMPLES, type InferMessage, type ResultMessage, type WorkerMessage } from '../../../../workers/vadProtocol.js';
 
 /**
  * The Silero VAD's inference, off the event loop: one worker thread per process holds the model
@@ -132,8 +132,10 @@ export class SileroEngine {
   /** Resolves once the first worker has loaded the model; rejects if it could not. */
   readonly ready: Promise<void>;
   private settleReady: { resolve(): void; reject(error: Error): void } | undefined;
-  /** Batches answered (benchmarks read it). */
+  /** Batches answered, the windows in them and the worker's time on them, ms (benchmarks read them). */
   batches = 0;
+  windows = 0;
+  inferMs = 0;
 
   constructor(options: SileroEngineOptions) {
     this.logger = options.logger;
@@ -201,7 +203,7 @@ export class SileroEngine {
     worker.on('message', (message: WorkerMessage) => {
       if (worker !== this.worker) return;
       if (message.type === 'ready') this.onReady();
-      else this.onResult(message.ids, message.seqs, message.probabilities);
+      else this.onResult(message);
     });
     worker.on('error', (error) => this.failed(worker, 'the VAD worker failed', error));
     worker.on('exit', (code) => this.failed(worker, 'the VAD worker exited', undefined, code));
@@ -215,10 +217,12 @@ export class SileroEngine {
     this.schedule();
   }
 
-  private onResult(ids: Int32Array, seqs: Int32Array, probabilities: Float32Array): void {
+  private onResult({ ids, seqs, probabilities, inferMs }: ResultMessage): void {
     this.inFlight = false;
     clearTimeout(this.hungTimer);
     this.batches++;
+    this.windows += ids.length;
+    this.inferMs += inferMs;
     for (let i = 0; i < ids.length; i++) this.streams.get(ids[i]!)?.(seqs[i]!, probabilities[i]!);
     // What queued meanwhile has waited long enough.
     if (this.batch.size > 0 || this.released.length > 0) this.flush();
