@@ -168,7 +168,8 @@ export class SileroEngine {
       },
       close: () => {
         if (!this.streams.delete(id)) return;
-        if (this.status === 'closed') return;
+        // A worker that is gone holds no state to release.
+        if (this.status === 'closed' || this.status === 'down') return;
         this.released.push(id);
         this.schedule();
       },
