@@ -122,6 +122,13 @@ export interface Config {
    * the sweep that ends such calls runs. @defaultValue 1 000, 30 000, 10 000 ms
    */
   readonly callPresence: { readonly heartbeatMs: number; readonly orphanAfterMs: number; readonly sweepMs: number };
+  /**
+   * VOICE_VAD: how a caller's speech is told from silence and noise. `energy`: loudness over an
+   * adaptive noise floor (no model; any loud sound counts). `silero`: the Silero v5 neural VAD,
+   * batched for every call of the process in one worker thread; it ignores coughs, knocks and
+   * noise, and falls back to `energy` for a call while it has no recent answer. @defaultValue 'energy'
+   */
+  readonly voiceVad: 'energy' | 'silero';
 }
 
 export interface SpeechVendors {
@@ -150,6 +157,7 @@ export const configDefaults = {
   sessionTtlMs: 30 * 24 * 60 * 60 * 1000,
   databasePoolSize: 10,
   shutdownGraceMs: 30_000,
+  voiceVad: 'energy',
 } as const satisfies Partial<Config>;
 
 function text(env: Env, name: string): string | undefined {
@@ -174,6 +182,13 @@ function flag(env: Env, name: string, fallback: boolean): boolean {
   if (/^(true|1|yes)$/i.test(raw)) return true;
   if (/^(false|0|no)$/i.test(raw)) return false;
   throw new ConfigError(name, `expected true or false, got "${raw}"`);
+}
+
+function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!values.includes(raw as T)) throw new ConfigError(name, `expected one of ${values.join(', ')}, got "${raw}"`);
+  return raw as T;
 }
 
 function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
@@ -369,6 +384,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     calendarApiUrl: (overrides.calendarApiUrl ?? url(env, 'CALCOM_API_URL', ['https:', 'http:']) ?? 'https://api.cal.com').replace(/\/+$/, ''),
     shutdownGraceMs: overrides.shutdownGraceMs ?? integer(env, 'SHUTDOWN_GRACE_SECONDS', 0, 3600, configDefaults.shutdownGraceMs / 1000) * 1000,
     callPresence: overrides.callPresence ?? callPresenceConfig(env),
+    voiceVad: overrides.voiceVad ?? oneOf(env, 'VOICE_VAD', ['energy', 'silero'] as const, configDefaults.voiceVad),
   });
 }
 

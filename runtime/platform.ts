@@ -36,6 +36,7 @@ import { createSpeechRegistry, speechAdapters, type SpeechOverrides } from './vo
 import { recordingSecret, recordingUrl } from './calls/recording.js';
 import { createEvaluator, type Evaluator } from './calls/evaluation.js';
 import { callForIndex } from './calls/repository.js';
+import { startVad } from './voice/hearing/vad/start.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -201,6 +202,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
+  const vad = await startVad(config.voiceVad, logger.child({ component: 'vad' }));
   const carriers = createCarriers({ twilio: config.twilio, telnyx: config.telnyx, vonage: config.vonage, plivo: config.plivo && { ...config.plivo, publicUrl } }, voiceLogger, clock, options.carrier);
   const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, onDone: () => webhookWorker.wake() });
   const voice = createVoiceService({
@@ -215,6 +217,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     logger: voiceLogger,
     publicUrl,
     calendarBaseUrl: config.calendarApiUrl,
+    vad,
     recordingsDir: recordings.dir,
     recordingUrl: signedRecordingUrl,
     metrics: {
@@ -313,6 +316,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       stopRenewals();
       stopEvaluationSweep();
       await voice.stop();
+      await vad.close();
       await conversationEngine.stop();
       // Side by side: an attempt in flight finishes (it has its own 10 s limit), an evaluation left
       // unfinished after `graceMs` is taken up again at the next start, and a document job still

@@ -25,6 +25,8 @@ t.test('defaults', async (t) => {
   t.ok(config.workerPoolSize >= 1);
   t.equal(config.shutdownGraceMs, 30_000, 'a stop gives live calls 30 s');
   t.same(config.callPresence, { heartbeatMs: 1_000, orphanAfterMs: 30_000, sweepMs: 10_000 }, 'heartbeat every second; a call unvouched for 30 s is swept, sweeps 10 s apart');
+  t.equal(config.voiceVad, 'energy', 'the energy VAD unless VOICE_VAD=silero');
+  t.equal(loadConfig({ VOICE_VAD: 'silero' }).voiceVad, 'silero');
 });
 
 t.test('explicit values', async (t) => {
@@ -84,6 +86,7 @@ t.test('bad values name the variable', async (t) => {
     [{ TELNYX_PUBLIC_KEY: Buffer.alloc(31).toString('base64') }, /^Invalid TELNYX_PUBLIC_KEY: expected an Ed25519 public key: 32 bytes in base64$/],
     [{ PLIVO_AUTH_ID: 'MAXXXXXXXXXXXXXXXXXX' }, /^Invalid PLIVO_AUTH_TOKEN: must be set with PLIVO_AUTH_ID$/],
     [{ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'x', PLIVO_API_URL: 'ftp://x' }, /^Invalid PLIVO_API_URL/],
+    [{ VOICE_VAD: 'neural' }, /^Invalid VOICE_VAD: expected one of energy, silero, got "neural"$/],
   ];
   for (const [env, pattern] of cases) {
     const error = (() => {

@@ -11,6 +11,7 @@ import type { OutboundFetch } from '../net/outbound.js';
 import { listAssistantTools } from '../tools/repository.js';
 import { builtinFunctions } from '../voice/speaking/builtins.js';
 import type { SpeechRegistry } from '../voice/providers/registry.js';
+import type { VadSource } from '../voice/hearing/vad/vad.js';
 import type { CallSpec } from '../voice/spec.js';
 
 /** What a call's spec is read from. */
@@ -23,6 +24,8 @@ export interface CallSpecDeps {
   readonly outbound: OutboundFetch;
   readonly clock: Clock;
   readonly calendarBaseUrl: string;
+  /** The process's voice activity detector (`VOICE_VAD`). @defaultValue the energy VAD */
+  readonly vad?: VadSource;
 }
 
 /** The date and time at the call's start in the assistant's time zone, so "tomorrow at ten" means something to the model. */
@@ -99,6 +102,7 @@ export async function callSpec(deps: CallSpecDeps, assistant: AssistantRow, call
     fillers: assistant.fillers && mode === 'pipeline',
     temperature: assistant.llm_temperature,
     noiseCancellation: assistant.enable_noise_cancellation,
+    vad: deps.vad,
     ambient: assistant.ambient_sound === 'off' ? null : { sound: assistant.ambient_sound, volume: assistant.ambient_sound_volume },
     languages,
     voiceSettings: { speed: assistant.speech_speed, stability: assistant.voice_stability, similarity: assistant.voice_similarity, emotion: assistant.tts_emotion_enabled },

@@ -3,6 +3,7 @@ import type { ModelChoice } from '../agent/round.js';
 import type { FunctionDefinition } from '../llm/types.js';
 import type { AmbientSound } from './audio.js';
 import type { RealtimeProvider, SttProvider, TtsProvider } from './providers/types.js';
+import type { VadSource } from './hearing/vad/vad.js';
 import type { Builtin } from './speaking/builtins.js';
 
 /**
@@ -49,6 +50,8 @@ export interface CallSpec {
   readonly fillers: boolean;
   readonly temperature: number;
   readonly ambient: { sound: AmbientSound; volume: number } | null;
+  /** The process's voice activity detector (`VOICE_VAD`). @defaultValue the energy VAD */
+  readonly vad?: VadSource;
   /** `enable_noise_cancellation`: caller audio is cleaned before the VAD and the transcriber. */
   readonly noiseCancellation: boolean;
   /** Languages by ISO code, the primary first, with a voice of the assistant's provider in each. */

@@ -4,6 +4,7 @@ import type { SttStream } from '../providers/types.js';
 import type { CallSpec } from '../spec.js';
 import { NoiseSuppressor } from './denoise.js';
 import { EnergyVad, MIN_ENDPOINT_MS, dropsAsBackchannel, endpointDelayMs, interruptDelayMs, isBackchannel, takesTurn } from './turns.js';
+import type { Vad } from './vad/vad.js';
 
 /**
  * The caller's side of a call: each 20 ms frame goes through the noise suppressor (when the
@@ -60,7 +61,7 @@ const FIRST_UTTERANCE_PAUSE_MS = 300;
 export const WORDLESS_INTERRUPTION_MS = 1_000;
 
 export class Hearing {
-  private readonly vad = new EnergyVad();
+  private readonly vad: Vad;
   private readonly denoiser: NoiseSuppressor | undefined;
   private stt: SttStream | undefined;
 
@@ -95,6 +96,7 @@ export class Hearing {
     private readonly hooks: HearingHooks,
   ) {
     this.denoiser = spec.noiseCancellation ? new NoiseSuppressor() : undefined;
+    this.vad = spec.vad?.open(spec.callId) ?? new EnergyVad();
   }
 
   /** Opens the transcriber (pipeline), once; early, while the phone rings, so the first turn pays no connect time. */
@@ -302,5 +304,6 @@ export class Hearing {
     if (this.dtmfTimer !== undefined) this.clock.clearTimeout(this.dtmfTimer);
     if (this.awaitingFinal !== undefined) this.clock.clearTimeout(this.awaitingFinal);
     this.stt?.close();
+    this.vad.close();
   }
 }

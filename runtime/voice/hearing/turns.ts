@@ -1,5 +1,3 @@
-import { levelDb } from '../audio.js';
-
 /**
  * Voice activity and turn-taking policy.
  *
@@ -24,39 +22,7 @@ import { levelDb } from '../audio.js';
  *   a cough, too few words). A backchannel known before the pause does not pause it.
  */
 
-export const SPEECH_ONSET_FRAMES = 3;
-/** Speech continues through dips this short (between syllables and words). */
-const HANGOVER_FRAMES = 4;
-const MARGIN_DB = 12;
-const ABSOLUTE_MIN_DB = -50;
-const INITIAL_FLOOR_DB = -45;
-
-export class EnergyVad {
-  private floor: number | undefined;
-  private run = 0;
-  private quiet = 0;
-  /** True from the onset of speech until a non-speech frame. */
-  speaking = false;
-  /** Whether the last frame was loud enough for speech (inside speech, false on the dips it spans). */
-  loud = false;
-
-  /** Classifies one frame; returns whether it is (confirmed) speech. */
-  process(frame: Int16Array): boolean {
-    const level = levelDb(frame);
-    const floor = (this.floor ??= Math.max(-70, Math.min(INITIAL_FLOOR_DB, level)));
-    const loud = (this.loud = level > ABSOLUTE_MIN_DB && level > floor + MARGIN_DB);
-    this.run = loud ? this.run + 1 : 0;
-    // Down fast to quieter frames; up slowly, and very slowly while it sounds like speech, so a
-    // steady noise is learned within seconds but a long sentence barely moves the floor.
-    const rate = level < floor ? 0.5 : loud ? 0.002 : 0.05;
-    this.floor = floor + (level - floor) * rate;
-    if (this.run >= SPEECH_ONSET_FRAMES) {
-      this.speaking = true;
-      this.quiet = 0;
-    } else if (this.speaking && !loud && ++this.quiet > HANGOVER_FRAMES) this.speaking = false;
-    return this.speaking;
-  }
-}
+export { EnergyVad, SPEECH_ONSET_FRAMES } from './vad/energy.js';
 
 export const MIN_ENDPOINT_MS = 200;
 export const MAX_ENDPOINT_MS = 5_000;
