@@ -22,8 +22,8 @@ import { missingCorpusTools } from './corpus/tools.js';
  *   pause length, lines with a TV or music (which plays on for 2.5 s after the caller) apart;
  * - how long after the caller's last word the agent answered (p50), where it did not cut off;
  * - false interruptions on backchannels and on noise said 1 s into the agent's greeting: the
- *   server sent `clear`; resumed: after that clear the agent was audible again and the call's
- *   transcript holds the whole greeting;
+ *   server sent `clear` (the agent paused) and it stood; resumed: after that clear the agent was
+ *   audible again and the call's transcript holds the whole greeting (paused, then went on);
  * - barge-in: from a real interruption's first sound (the label's) to the server's `clear`, p50 and
  *   p95, and interruptions never cleared;
  * - CPU per call: the process's CPU (platform and simulated callers together) over the calls'
@@ -52,8 +52,9 @@ export interface TurnsResult {
   /** Where the agent did not cut off: from the caller's last word to its answer, clean and noisy lines. */
   readonly answerAfterP50Ms: Record<'vad' | 'ai', number>;
   readonly noisyAnswerAfterP50Ms: Record<'vad' | 'ai', number>;
-  readonly backchannels: { clips: number; interrupted: number; resumed: number };
-  readonly noise: { clips: number; interrupted: number; resumed: number };
+  /** Over the agent: `paused` (cleared at all), `resumed` (it went on) and `interrupted` (the clear stood: a false interruption). */
+  readonly backchannels: { clips: number; paused: number; resumed: number; interrupted: number };
+  readonly noise: { clips: number; paused: number; resumed: number; interrupted: number };
   /**
    * Real interruptions: `early` were cleared before the caller spoke (by the line's background, a
    * false interruption of its own); latencies are of the others; `late` is never cleared or cleared
@@ -188,7 +189,8 @@ export function summarize(vad: string, outcomes: readonly JobOutcome[], cpuMs: n
   const over = outcomes.filter((o) => o.role === 'talk' && o.overAgent);
   const falseOnes = (kind: string) => {
     const runs = over.filter((o) => o.clip.label.kind === kind);
-    return { clips: runs.length, interrupted: runs.filter((o) => o.cleared).length, resumed: runs.filter((o) => o.resumed).length };
+    const paused = runs.filter((o) => o.cleared);
+    return { clips: runs.length, paused: paused.length, resumed: paused.filter((o) => o.resumed).length, interrupted: paused.filter((o) => !o.resumed).length };
   };
   const barges = over.filter((o) => o.clip.label.kind === 'interruption');
   const latencies = barges.filter((o) => o.clearAfterMs !== undefined && o.clearAfterMs >= 0).map((o) => o.clearAfterMs!);
@@ -275,7 +277,7 @@ export function formatTurns(results: readonly TurnsResult[]): string {
     `${ms(r.noisyAnswerAfterP50Ms.vad)} / ${ms(r.noisyAnswerAfterP50Ms.ai)}`,
     pct(r.backchannels.interrupted, r.backchannels.clips),
     pct(r.noise.interrupted, r.noise.clips),
-    `${r.backchannels.resumed + r.noise.resumed} of ${r.backchannels.interrupted + r.noise.interrupted}`,
+    `${r.backchannels.resumed + r.noise.resumed} of ${r.backchannels.paused + r.noise.paused}`,
     `${ms(r.bargeIn.p50Ms)} / ${ms(r.bargeIn.p95Ms)}`,
     `${r.bargeIn.late} of ${r.bargeIn.clips - r.bargeIn.early} (${r.bargeIn.missed} never)`,
     `${r.bargeIn.early}`,
@@ -284,7 +286,7 @@ export function formatTurns(results: readonly TurnsResult[]): string {
   return [
     'Turn-taking on the speech corpus (Twilio protocol, manual clock, dev model/voice/transcriber, default settings)',
     '',
-    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | with TV or music: false cut-offs, every pause (vad / ai) | answer after last word p50 ms (vad / ai) | false interruptions: backchannels | noise | resumed | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms), of those not cleared early | barge-ins cleared before the caller spoke | CPU % of a core per call |',
+    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | with TV or music: false cut-offs, every pause (vad / ai) | answer after last word p50 ms (vad / ai) | false interruptions (the agent stopped for good): backchannels | noise | paused and resumed, of those paused | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms), of those not cleared early | barge-ins cleared before the caller spoke | CPU % of a core per call |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((row) => `| ${row.join(' | ')} |`),
     ...results.filter((r) => r.notOverAgent > 0).map((r) => `\n${r.vad}: ${r.notOverAgent} clips found the agent silent and are not counted.`),

@@ -3,12 +3,12 @@
  * speech corpus (espeak-ng voices through the phone band), on the platform's manual clock, with
  * the dev transcriber (no words: the hearing decides on sound alone) and default settings.
  * Skipped without espeak-ng and sox (.ci/run installs them).
- * 1. Backchannels ("okay", "mm-hmm", "genau", "ja, genau") said over the greeting do not interrupt it.
- * 2. A cough over the greeting does not interrupt it; nor does a door slam (todo).
+ * 1. Backchannels ("okay", "mm-hmm", "genau", "ja, genau") said over the greeting do not stop it:
+ *    the agent may pause, then goes on, and the greeting is said whole.
+ * 2. A cough or a door slam over the greeting does not stop it either.
  * 3. With `endpoint_type: ai`, a 700 ms pause in the middle of a sentence does not end the turn.
  * 4. A real interruption is cleared within `interrupt_sensitivity` + 150 ms of the caller's first
- *    sound; also one with short pauses in it, "wait, stop, I have a question" (todo).
- * The todos fail today (backchannels, the door, the paused interruption): each names what is missing.
+ *    sound; also one with short pauses in it, "wait, stop, I have a question".
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +39,16 @@ async function main(): Promise<void> {
   const aiListener = await inboundAssistant(p, { initial_message: 'Hello.', endpoint_type: 'ai' });
   const thinking = (callId: number) => s.api.platform.runtime.services.voice.session(callId)?.agentState === 'thinking';
 
+  const transcripts = new Map<string, string>();
+  const greetingEnd = LONG_GREETING.split(' ').slice(-5).join(' ');
+  /** Not stopped for good: no clear, or a clear after which the agent went on and said its greeting whole. */
+  const notStopped = (t: Test, id: string) => {
+    const outcome = overAgent.get(id)!;
+    t.ok(outcome.overAgent, `${id}: said while the agent spoke`);
+    t.ok(!outcome.cleared || outcome.audibleAfterClear, `${id}: ${outcome.cleared ? 'paused, then went on' : 'no clear'}`);
+    t.ok(transcripts.get(id)!.includes(greetingEnd), `${id}: the greeting said whole`);
+  };
+
   /** Each clip on a call of its own to `number`, all in lock step; the outcomes by clip id. */
   async function play<T>(number: string, ids: readonly string[], script: (caller: CorpusCaller, clip: Clip, frames: string[], outcome: Partial<T>) => Script): Promise<Map<string, Partial<T>>> {
     const calls = await Promise.all(ids.map(async (id) => {
@@ -47,28 +57,19 @@ async function main(): Promise<void> {
       return { id, caller, outcome, script: script(caller, clip.get(id)!, clipFrames(clip.get(id)!), outcome) };
     }));
     await lockstep(s.clock, calls, thinking);
-    for (const { caller } of calls) await hangUpAndRead(p, caller);
+    for (const call of calls) transcripts.set(call.id, await hangUpAndRead(p, call.caller));
     return new Map(calls.map(({ id, outcome }) => [id, outcome]));
   }
 
   const overAgent = await play<OverAgentOutcome>(talker, [...BACKCHANNELS, ...NOISES, ...INTERRUPTIONS], overAgentScript);
   const paused = await play<PauseOutcome>(aiListener, PAUSED, pauseScript);
 
-  t.test('backchannels over the greeting do not interrupt it', { todo: 'false-interruption recovery: with no words from the transcriber, a backchannel longer than interrupt_sensitivity clears the agent for good' }, async (t) => {
-    for (const id of BACKCHANNELS) {
-      t.ok(overAgent.get(id)!.overAgent, `${id}: said while the agent spoke`);
-      t.notOk(overAgent.get(id)!.cleared, `${id}: no clear`);
-    }
+  t.test('backchannels over the greeting do not stop it', async (t) => {
+    for (const id of BACKCHANNELS) notStopped(t, id);
   });
 
-  t.test('a cough over the greeting does not interrupt it', async (t) => {
-    t.ok(overAgent.get('noise-cough-14')!.overAgent, 'made while the agent spoke');
-    t.notOk(overAgent.get('noise-cough-14')!.cleared, 'no clear');
-  });
-
-  t.test('a door slam over the greeting does not interrupt it', { todo: 'a voice detector that tells a voice from a door: the energy VAD takes a loud slam for speech and the agent is cleared for good' }, async (t) => {
-    t.ok(overAgent.get('noise-door-8')!.overAgent, 'made while the agent spoke');
-    t.notOk(overAgent.get('noise-door-8')!.cleared, 'no clear');
+  t.test('a cough or a door slam over the greeting does not stop it', async (t) => {
+    for (const id of NOISES) notStopped(t, id);
   });
 
   t.test('endpoint_type ai: a 700 ms pause mid-sentence does not end the turn', async (t) => {
@@ -89,7 +90,7 @@ async function main(): Promise<void> {
     for (const id of INTERRUPTIONS.slice(1)) t.test(id, async (t) => clearedInTime(t, id));
   });
 
-  t.test('an interruption with short pauses in it ("wait, stop, ...") is cleared within interrupt_sensitivity + 150 ms', { todo: 'barge-in on onset: the counter of speech over the agent starts again after each comma pause, so "wait, stop, I have a question" is cleared only after its third word' }, async (t) => {
+  t.test('an interruption with short pauses in it ("wait, stop, ...") is cleared within interrupt_sensitivity + 150 ms', async (t) => {
     clearedInTime(t, INTERRUPTIONS[0]!);
   });
 }

@@ -142,6 +142,8 @@ export function* overAgentScript(caller: CorpusCaller, clip: Clip, frames: reado
   outcome.overAgent = start - caller.lastAudible <= 200;
   for (const frame of frames) yield frame;
   yield* until(caller, () => false, AFTER_CLIP_MS);
+  // Then until the agent has finished (1 s without its voice): a greeting that resumed is said whole.
+  yield* until(caller, () => caller.elapsed - caller.lastAudible >= 1_000, 30_000);
   const clear = caller.clears.find((at) => at >= start);
   outcome.cleared = clear !== undefined;
   outcome.clearAfterMs = clear === undefined ? undefined : clear - start - onsetMs(clip.label);

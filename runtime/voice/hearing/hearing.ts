@@ -144,7 +144,6 @@ export class Hearing {
     if (speech) {
       if (!this.speaking) {
         this.speaking = true;
-        this.bargeMs = 0;
         this.hooks.speechStarted();
       }
       if (loud) this.lastSpeechAt = now;
@@ -154,6 +153,8 @@ export class Hearing {
         this.turnActive = true;
         this.discardUtterance = false;
         this.utteranceMs = 0;
+        // Speech over the agent counts over the whole utterance: "wait, stop, ..." pauses between words.
+        this.bargeMs = 0;
       }
       this.utteranceMs += FRAME_MS;
       if (!this.firstUtteranceDone) this.firstUtteranceMs += FRAME_MS;
