@@ -60,7 +60,8 @@ export interface TurnsResult {
    * false interruption of its own); latencies are of the others; `late` is never cleared or cleared
    * after `interrupt_sensitivity` + 150 ms.
    */
-  readonly bargeIn: { clips: number; missed: number; early: number; p50Ms: number; p95Ms: number; late: number };
+  /** `resumed`: the agent paused for a real interruption and then went on over it (the interruption lost). */
+  readonly bargeIn: { clips: number; missed: number; early: number; p50Ms: number; p95Ms: number; late: number; resumed: number };
   /** Clips said over the agent that found it silent (not counted above). */
   readonly notOverAgent: number;
   readonly cpuPerCallPercent: number;
@@ -204,7 +205,7 @@ export function summarize(vad: string, outcomes: readonly JobOutcome[], cpuMs: n
     noisyAnswerAfterP50Ms: noisyAnswerP50,
     backchannels: falseOnes('backchannel'),
     noise: falseOnes('noise'),
-    bargeIn: { clips: barges.length, missed, early: barges.length - missed - latencies.length, p50Ms: percentile(latencies, 50), p95Ms: percentile(latencies, 95), late: missed + latencies.filter((ms) => ms > interruptMs + BARGE_IN_SLACK_MS).length },
+    bargeIn: { clips: barges.length, missed, early: barges.length - missed - latencies.length, p50Ms: percentile(latencies, 50), p95Ms: percentile(latencies, 95), late: missed + latencies.filter((ms) => ms > interruptMs + BARGE_IN_SLACK_MS).length, resumed: barges.filter((o) => o.resumed).length },
     notOverAgent: outcomes.filter((o) => o.role === 'talk' && !o.overAgent).length,
     cpuPerCallPercent: callMs > 0 ? (cpuMs / callMs) * 100 : Number.NaN,
     callSeconds: callMs / 1000,
@@ -279,14 +280,14 @@ export function formatTurns(results: readonly TurnsResult[]): string {
     pct(r.noise.interrupted, r.noise.clips),
     `${r.backchannels.resumed + r.noise.resumed} of ${r.backchannels.paused + r.noise.paused}`,
     `${ms(r.bargeIn.p50Ms)} / ${ms(r.bargeIn.p95Ms)}`,
-    `${r.bargeIn.late} of ${r.bargeIn.clips - r.bargeIn.early} (${r.bargeIn.missed} never)`,
+    `${r.bargeIn.late} of ${r.bargeIn.clips - r.bargeIn.early} (${r.bargeIn.missed} never, ${r.bargeIn.resumed} resumed over)`,
     `${r.bargeIn.early}`,
     r.cpuPerCallPercent.toFixed(2),
   ]);
   return [
     'Turn-taking on the speech corpus (Twilio protocol, manual clock, dev model/voice/transcriber, default settings)',
     '',
-    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | with TV or music: false cut-offs, every pause (vad / ai) | answer after last word p50 ms (vad / ai) | false interruptions (the agent stopped for good): backchannels | noise | paused and resumed, of those paused | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms), of those not cleared early | barge-ins cleared before the caller spoke | CPU % of a core per call |',
+    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | with TV or music: false cut-offs, every pause (vad / ai) | answer after last word p50 ms (vad / ai) | false interruptions (the agent stopped for good): backchannels | noise | paused and resumed, of those paused | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms), of those not cleared early (never cleared, resumed over) | barge-ins cleared before the caller spoke | CPU % of a core per call |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((row) => `| ${row.join(' | ')} |`),
     ...results.filter((r) => r.notOverAgent > 0).map((r) => `\n${r.vad}: ${r.notOverAgent} clips found the agent silent and are not counted.`),

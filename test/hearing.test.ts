@@ -18,7 +18,7 @@ import type { CallSpec } from '../runtime/voice/spec.js';
  * 4. `min_interrupt_words`: fewer words do not interrupt, enough do.
  * 4a. False interruptions: the agent pauses and resumes after a wordless "mm-hmm" (a transcriber
  *     that gives no words), a backchannel transcribed after the pause, a cough with no transcript,
- *     and too few words (which are held); it stops for good after 1 s of wordless speech.
+ *     and too few words (which are held); it stops for good after 1.5 s of wordless speech.
  * 5. Words over the agent that did not interrupt are held, and given once it listens.
  * 6. Answering machines: an outbound call's first utterance of 3.5 s or more is a machine, a
  *    short one a person; inbound calls and calls the carrier already classified are left alone.
@@ -257,16 +257,16 @@ t.test('false interruptions: the agent pauses, then resumes unless the caller ta
   few.agent.audible = false;
   t.equal(few.hearing.takeHeldTurn(), 'Tuesday', 'the word is held for after the agent');
 
-  // Speech that goes on without words is someone talking: the interruption stands after 1 s of it.
+  // Speech that goes on without words is someone talking: the interruption stands after 1.5 s of it.
   const talk = overAgent();
   const began = talk.clock.now();
-  talk.speak(980);
-  talk.say('speech speech speech', false, true);
-  t.same(talk.heard.interrupts, [], 'not within 1 s');
+  talk.speak(1_480);
+  talk.say('speech speech speech speech', false, true);
+  t.same(talk.heard.interrupts, [], 'not within 1.5 s');
   talk.speak(60);
   t.equal(talk.heard.interrupts.length, 1, 'then it stands');
-  t.ok(talk.heard.interrupts[0]! - began <= 1_060, `1 s of speech after its onset (${talk.heard.interrupts[0]! - began} ms)`);
-  talk.say('(caller speech, 1.1 s)', true, true);
+  t.ok(talk.heard.interrupts[0]! - began <= 1_560, `1.5 s of speech after its onset (${talk.heard.interrupts[0]! - began} ms)`);
+  talk.say('(caller speech, 1.6 s)', true, true);
   talk.silence(500);
   t.equal(talk.heard.turns.length, 1, 'and the caller has the turn');
   t.same(talk.heard.resumes, [], 'no resume');

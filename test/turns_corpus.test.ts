@@ -90,10 +90,10 @@ t.test('the summary counts what the calls showed', async (t) => {
   t.equal(r.noisyAnswerAfterP50Ms.vad, 3_000);
   t.same(r.backchannels, { clips: 2, paused: 1, resumed: 1, interrupted: 0 }, 'a pause that resumed is no false interruption; a clip that found the agent silent does not count');
   t.same(r.noise, { clips: 1, paused: 1, resumed: 0, interrupted: 1 });
-  t.same(r.bargeIn, { clips: 4, missed: 1, early: 1, p50Ms: 900, p95Ms: 900, late: 2 });
+  t.same(r.bargeIn, { clips: 4, missed: 1, early: 1, p50Ms: 900, p95Ms: 900, late: 2, resumed: 0 });
   t.equal(r.notOverAgent, 1);
   t.equal(r.cpuPerCallPercent, (500 / 60_000) * 100);
-  t.match(formatTurns([r]), /^\| energy \| 50\.0% \(1\/2\) \/ n\/a \/ n\/a \| n\/a \/ 0\.0% \(0\/1\) \/ n\/a \| 520 \/ 1200 \| 0\.0% \(0\/1\) \/ n\/a \| 3000 \/ n\/a \| 0\.0% \(0\/2\) \| 100\.0% \(1\/1\) \| 1 of 2 \| 900 \/ 900 \| 2 of 3 \(1 never\) \| 1 \| 0\.83 \|$/m);
+  t.match(formatTurns([r]), /^\| energy \| 50\.0% \(1\/2\) \/ n\/a \/ n\/a \| n\/a \/ 0\.0% \(0\/1\) \/ n\/a \| 520 \/ 1200 \| 0\.0% \(0\/1\) \/ n\/a \| 3000 \/ n\/a \| 0\.0% \(0\/2\) \| 100\.0% \(1\/1\) \| 1 of 2 \| 900 \/ 900 \| 2 of 3 \(1 never, 0 resumed over\) \| 1 \| 0\.83 \|$/m);
 });
 
 t.test('the benchmark plays clips over the Twilio protocol and reports', { skip }, async (t) => {

@@ -17,7 +17,7 @@
  * - `interrupt_sensitivity` s: after max(60 ms, min(s, 5 s)) of the caller's speech over the agent,
  *   the agent pauses (its unheard speech kept). The interruption stands as soon as the caller's
  *   words take the turn (not all backchannel, at least `min_interrupt_words` of them when set), or
- *   after 1 s of speech with no words at all (a transcriber that gives none); otherwise, once the
+ *   after 1.5 s of speech with no words at all (a transcriber that gives none); otherwise, once the
  *   caller's utterance settles, the agent resumes from where it was last heard (a backchannel,
  *   a cough, too few words). A backchannel known before the pause does not pause it.
  */
