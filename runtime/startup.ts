@@ -19,6 +19,8 @@ export interface StartupFacts {
   readonly carrier: string;
   /** Which carriers' webhooks are taken: signed ones of each carrier with its secret set; unsigned ones only when the operator chose. */
   readonly carrierWebhooks: string;
+  /** How callers' speech is told from silence and noise (VOICE_VAD). */
+  readonly vad: string;
   readonly adminRoutes: 'on' | 'off (set ADMIN_TOKEN)';
   readonly outboundPrivateAddresses: 'allowed' | 'refused';
   readonly metrics: 'token required' | 'open (set METRICS_TOKEN)';
@@ -77,6 +79,7 @@ export function startupFacts(config: Config, url: string, embeddedDirectory: str
     offline,
     carrier: carriers.length > 0 ? carriers.join(', ') : 'loopback (a local silent phone answers outbound calls; set the credentials of Twilio, Telnyx, Plivo or Vonage)',
     carrierWebhooks: carrierWebhooks(config),
+    vad: config.voiceVad === 'silero' ? 'silero (neural, in a worker thread)' : 'energy (set VOICE_VAD=silero for the neural one)',
     adminRoutes: config.adminToken ? 'on' : 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: config.outboundAllowPrivate ? 'allowed' : 'refused',
     metrics: config.metricsToken ? 'token required' : 'open (set METRICS_TOKEN)',
@@ -94,6 +97,7 @@ export function startupBlock(facts: StartupFacts): string {
     `  offline stand-ins  ${facts.offline.length > 0 ? `${facts.offline.join('; ')} (the dev providers: no network, not real speech or answers)` : 'none'}`,
     `  carrier            ${facts.carrier}`,
     `  carrier webhooks   ${facts.carrierWebhooks}`,
+    `  voice activity     ${facts.vad}`,
     `  admin routes       ${facts.adminRoutes}`,
     `  private addresses  ${facts.outboundPrivateAddresses} for tools, webhooks and crawling`,
     `  metrics            ${facts.metrics}`,

@@ -26,6 +26,7 @@ t.test('the start-up line names the URL, the reference, the offline stand-ins an
     offline: ['chat: openai, groq', 'transcription: deepgram, openai, azure', 'voice: elevenlabs, openai, azure', 'realtime: openai', 'embeddings: built-in local embedder'],
     carrier: /^loopback/,
     carrierWebhooks: 'refused: twilio, telnyx, plivo, vonage (no signing secret)',
+    vad: 'energy (set VOICE_VAD=silero for the neural one)',
     adminRoutes: 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: 'refused',
     metrics: 'open (set METRICS_TOKEN)',
@@ -35,7 +36,7 @@ t.test('the start-up line names the URL, the reference, the offline stand-ins an
 });
 
 t.test('configured providers and switches are said as they are', async (t) => {
-  const config = loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'secret', TWILIO_AUTH_TOKEN: 'tw', ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: 'true', GROQ_API_KEY: 'gsk', DEEPGRAM_API_KEY: 'dg', ADMIN_TOKEN: 'an-admin-token-0123', OUTBOUND_ALLOW_PRIVATE: 'true', METRICS_TOKEN: 'm', SHUTDOWN_GRACE_SECONDS: '45', EMBEDDINGS_BASE_URL: 'https://api.openai.com/v1' });
+  const config = loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'secret', TWILIO_AUTH_TOKEN: 'tw', ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: 'true', VOICE_VAD: 'silero', GROQ_API_KEY: 'gsk', DEEPGRAM_API_KEY: 'dg', ADMIN_TOKEN: 'an-admin-token-0123', OUTBOUND_ALLOW_PRIVATE: 'true', METRICS_TOKEN: 'm', SHUTDOWN_GRACE_SECONDS: '45', EMBEDDINGS_BASE_URL: 'https://api.openai.com/v1' });
   const facts = startupFacts(config, 'https://voice.example.com', '/var/lib/ap/postgres');
   t.match(facts, {
     database: 'embedded PostgreSQL in /var/lib/ap/postgres',
@@ -52,6 +53,7 @@ t.test('configured providers and switches are said as they are', async (t) => {
   t.match(block, /^Assistant Platform listening on https:\/\/voice\.example\.com\n/);
   t.match(block, /API reference +https:\/\/voice\.example\.com\/api\/docs/);
   t.match(block, /offline stand-ins +chat: openai; transcription: openai, azure; voice: elevenlabs, openai, azure; realtime: openai \(the dev providers/);
+  t.match(block, /voice activity +silero \(neural, in a worker thread\)/);
   t.match(block, /carrier webhooks +signed: twilio, plivo; UNSIGNED ACCEPTED/);
   t.match(block, /SIGTERM or Ctrl-C: live calls get 45 s to finish \(SHUTDOWN_GRACE_SECONDS\); a second signal ends them at once/);
 });
