@@ -153,7 +153,7 @@ export async function playJobs(p: TurnsPlatform, jobs: readonly Job[], numbers: 
       return { caller, script, outcome };
     }));
     const cpu = process.cpuUsage();
-    await lockstep(p.clock, calls, thinking);
+    await lockstep(p.clock, calls, thinking, () => p.platform.runtime.vad.settled());
     const used = process.cpuUsage(cpu);
     cpuMs += (used.user + used.system) / 1000;
     for (const { caller, outcome } of calls) {

@@ -37,6 +37,7 @@ import { recordingSecret, recordingUrl } from './calls/recording.js';
 import { createEvaluator, type Evaluator } from './calls/evaluation.js';
 import { callForIndex } from './calls/repository.js';
 import { startVad } from './voice/hearing/vad/start.js';
+import type { VadSource } from './voice/hearing/vad/vad.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -50,6 +51,8 @@ export interface Runtime {
   /** Fetches user-supplied URLs through the outbound guard. */
   readonly outbound: OutboundFetch;
   readonly services: Services;
+  /** The voice activity detector of the calls (VOICE_VAD). */
+  readonly vad: VadSource;
   wakeWebhooks(): void;
   /** Tells the runtime the origin it listens on (used for stream URLs when PUBLIC_URL is not set). */
   setListeningOrigin(origin: string): void;
@@ -277,6 +280,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     services,
     outbound,
     metrics,
+    vad,
     embeddedDirectory: embedded ? join(config.dataDir, 'postgres') : undefined,
     async health() {
       if (stopping) return 'stopping';

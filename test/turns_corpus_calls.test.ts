@@ -56,7 +56,7 @@ async function main(): Promise<void> {
       const outcome: Partial<T> = {};
       return { id, caller, outcome, script: script(caller, clip.get(id)!, clipFrames(clip.get(id)!), outcome) };
     }));
-    await lockstep(s.clock, calls, thinking);
+    await lockstep(s.clock, calls, thinking, () => s.api.platform.runtime.vad.settled());
     for (const call of calls) transcripts.set(call.id, await hangUpAndRead(p, call.caller));
     return new Map(calls.map(({ id, outcome }) => [id, outcome]));
   }

@@ -73,7 +73,12 @@ export function* until(caller: CorpusCaller, condition: () => boolean, maxMs: nu
  * agent is preparing an answer: the clock waits (briefly, in real time) for answers travelling
  * over real sockets and promises, so simulated time does not run ahead of them.
  */
-export async function lockstep(clock: ManualClock, calls: ReadonlyArray<{ caller: CorpusCaller; script: Script }>, thinking: (callId: number) => boolean): Promise<void> {
+/**
+ * Plays the scripts frame by frame on the manual clock: each round every caller sends a frame, the
+ * server takes them (and, with `settled`, the VAD answers them: a worker thread answers in real
+ * time, which simulated time must not outrun), then the clock moves 20 ms.
+ */
+export async function lockstep(clock: ManualClock, calls: ReadonlyArray<{ caller: CorpusCaller; script: Script }>, thinking: (callId: number) => boolean, settled: () => Promise<void> = async () => {}): Promise<void> {
   let live = [...calls];
   const syncAll = () => Promise.all(live.map(({ caller }) => caller.phone.sync()));
   while (live.length > 0) {
@@ -84,6 +89,7 @@ export async function lockstep(clock: ManualClock, calls: ReadonlyArray<{ caller
       return true;
     });
     await syncAll();
+    await settled();
     for (let spins = 0; spins < 200 && live.some(({ caller }) => thinking(caller.callId)); spins++) await new Promise((resolve) => setImmediate(resolve));
     clock.advance(FRAME_MS);
     for (const { caller } of live) caller.elapsed += FRAME_MS;

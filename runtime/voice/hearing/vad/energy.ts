@@ -50,5 +50,6 @@ export class EnergyVad implements Vad {
 export const energyVads: VadSource = {
   name: 'energy',
   open: () => new EnergyVad(),
+  settled: async () => {},
   close: async () => {},
 };

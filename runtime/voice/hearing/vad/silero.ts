@@ -145,6 +145,7 @@ export function sileroVads(options: SileroEngineOptions): VadSource & { readonly
     name: 'silero',
     engine,
     open: (callId) => new SileroVad(engine, options.logger.child({ callId })),
+    settled: () => engine.idle(),
     close: () => engine.close(),
   };
 }

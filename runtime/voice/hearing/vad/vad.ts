@@ -21,6 +21,11 @@ export interface Vad {
 export interface VadSource {
   readonly name: 'energy' | 'silero';
   open(callId: number): Vad;
+  /**
+   * Resolves once every frame given so far has its answer. On a manual clock (tests, `bench:turns`)
+   * time moves only when told, so it must wait for a worker that answers in real time.
+   */
+  settled(): Promise<void>;
   /** The platform stops: releases worker threads and models. */
   close(): Promise<void>;
 }
