@@ -4,7 +4,8 @@ import { LONG_GREETING, callIn, endedCall, voiceSetup } from './helpers/voice.js
 /**
  * The realtime engine modes with the dev realtime model: `multimodal` (the model speaks) and
  * `dualplex` (the model writes, the assistant's voice speaks): greeting, a turn, a function call
- * (end_call), and barge-in in multimodal.
+ * (end_call), barge-in in multimodal, and a wordless "mm-hmm" over the multimodal greeting that
+ * pauses it and is resumed from (the model's transcript of it takes no turn).
  */
 
 const multimodal = { mode: 'multimodal', voice_id: 31, multimodal_model_id: 24, llm_model_id: null, knowledgebase_mode: 'function_call' };
@@ -27,6 +28,20 @@ for (const [name, fields] of [['multimodal', multimodal], ['dualplex', dualplex]
     t.match(call.transcript, /^assistant: Hello, this is Bot\.\nuser: What do you sell\?\nassistant: Thanks for your message\. You wrote: "What do you sell\?"\nuser: Thanks, end call please\.\nassistant: Here is what I found: .*ok/);
   });
 }
+
+t.test('multimodal: a wordless "mm-hmm" over the greeting pauses it; the greeting resumes and is said whole', async (t) => {
+  const s = await voiceSetup(t, { ...multimodal, initial_message: LONG_GREETING });
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  await phone.talk(600);
+  t.equal(phone.heard.clears, 1, 'the agent paused');
+  const paused = phone.heard.speechFrames;
+  await phone.until(() => phone.heard.speechFrames > paused + 25, 4_000, 'the greeting going on');
+  await phone.untilAgentDone(1_000);
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  t.equal(call.transcript, `assistant: ${LONG_GREETING}`, 'said whole, and the "mm-hmm" is no turn');
+});
 
 t.test('multimodal barge-in: the audio is cleared and the transcript cut', async (t) => {
   const s = await voiceSetup(t, { ...multimodal, initial_message: LONG_GREETING });

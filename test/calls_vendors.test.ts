@@ -156,7 +156,7 @@ t.test('multimodal with OpenAI Realtime: session, greeting, turn, barge-in trunc
   const output = fake.realtimeEvents.find((e) => e.type === 'conversation.item.create' && e.item.type === 'function_call_output')!;
   t.match(JSON.parse(output.item.output), { ok: true });
   t.equal(call.status, 'ended_by_assistant');
-  t.match(call.transcript, /^assistant: Hello and welcome to the[^\n]*\nuser: Stop, tell me the price\.\nassistant: It costs ten dollars\.\nuser: Thanks, bye\.\nassistant: Goodbye!$/);
+  t.match(call.transcript, /^assistant: Hello and welcome[^\n]*\nuser: Stop, tell me the price\.\nassistant: It costs ten dollars\.\nuser: Thanks, bye\.\nassistant: Goodbye!$/);
   const greetingHeard = /^assistant: (.*)$/m.exec(call.transcript)![1]!;
   t.ok(greetingHeard.length < 80, `greeting cut to "${greetingHeard}"`);
 });

@@ -272,6 +272,44 @@ t.test('false interruptions: the agent pauses, then resumes unless the caller ta
   t.same(talk.heard.resumes, [], 'no resume');
 });
 
+t.test("realtime calls: the agent pauses, and the model's transcript of the utterance decides", async (t) => {
+  const overAgent = () => {
+    const r = rig({ mode: 'multimodal', stt: undefined });
+    r.agent.state = 'speaking';
+    r.agent.audible = true;
+    return r;
+  };
+  const hum = overAgent();
+  hum.speak(600);
+  t.equal(hum.heard.pauses.length, 1, 'paused at the threshold');
+  t.equal(hum.hearing.realtimeTurnEnded(), undefined, "the model's end of the utterance is no turn while paused");
+  t.ok(hum.hearing.decidingPause, 'its words are awaited');
+  t.equal(hum.hearing.realtimeWords('Mm-hmm.'), undefined, '"mm-hmm" takes no turn');
+  t.same([hum.heard.resumes.length, hum.heard.interrupts.length], [1, 0], 'the agent resumes');
+
+  const stop = overAgent();
+  stop.speak(700);
+  const lastHeard = stop.clock.now();
+  stop.hearing.realtimeTurnEnded();
+  stop.silence(400);
+  t.match(stop.hearing.realtimeWords('Stop, I have a question.'), { since: Number }, 'words that take the turn are the caller\'s turn');
+  t.ok(stop.heard.interrupts.length === 1 && stop.heard.resumes.length === 0, 'the interruption stands');
+  t.ok(lastHeard - 20 <= stop.heard.interrupts[0]!, 'decided once the words came');
+
+  const mute = overAgent();
+  mute.speak(600);
+  mute.hearing.realtimeTurnEnded();
+  mute.silence(1_980);
+  t.same(mute.heard.resumes, [], 'waiting for the words');
+  mute.silence(40);
+  t.equal(mute.heard.resumes.length, 1, 'no words within 2 s: the agent resumes');
+  t.notOk(mute.hearing.decidingPause);
+
+  const long = overAgent();
+  long.speak(1_560);
+  t.equal(long.heard.interrupts.length, 1, '1.5 s of speech stands as an interruption before any words');
+});
+
 t.test('words over the agent that did not interrupt are held until it listens', async (t) => {
   const r = rig({ allowInterruptions: false });
   r.agent.state = 'speaking';

@@ -215,14 +215,14 @@ export class CallSession {
     if (this.ended) return;
     if (event.type === 'speech_stopped') {
       const heard = this.hearing.realtimeTurnEnded();
-      if (!heard) return;
-      const entry: TranscriptEntry = { role: 'user', text: '' };
-      this.transcript.push(entry);
-      this.pendingUserEntry = entry;
-      this.probe = { since: heard.since, silence: endpointDelayMs(this.spec.endpointSensitivity, 'vad', '') };
-      this.hooks.turn?.();
-      this.send({ type: 'TURN', text: '' });
+      if (heard) this.realtimeTurn(heard.since, '');
     } else if (event.type === 'user_transcript') {
+      if (this.hearing.decidingPause) {
+        // Words said over the paused agent: an interruption that stands is the caller's turn.
+        const taken = this.hearing.realtimeWords(event.wordless ? '' : event.text);
+        if (taken) this.realtimeTurn(taken.since, event.text);
+        return;
+      }
       if (this.pendingUserEntry && this.pendingUserEntry.text === '') this.pendingUserEntry.text = event.text;
       else this.transcript.push({ role: 'user', text: event.text });
       this.pendingUserEntry = undefined;
@@ -231,6 +231,16 @@ export class CallSession {
       if (event.fatal) this.providerFailed('realtime model', new Error(event.message));
       else this.logger.warn({ message: event.message }, 'realtime model error');
     }
+  }
+
+  /** The caller's turn in a realtime call; its words follow from the model unless already known. */
+  private realtimeTurn(since: number, text: string): void {
+    const entry: TranscriptEntry = { role: 'user', text };
+    this.transcript.push(entry);
+    this.pendingUserEntry = text === '' ? entry : undefined;
+    this.probe = { since, silence: endpointDelayMs(this.spec.endpointSensitivity, 'vad', '') };
+    this.hooks.turn?.();
+    this.send({ type: 'TURN', text: '' });
   }
 
   /** Drops user entries whose words never arrived. */

@@ -61,6 +61,11 @@ const FIRST_UTTERANCE_PAUSE_MS = 300;
  * speech corpus, its shortest interruptions 1.52 s.
  */
 export const WORDLESS_INTERRUPTION_MS = 1_500;
+/**
+ * A realtime call: how long the agent paused for the caller waits, after the model's VAD ended the
+ * utterance, for the model's transcript of it before it resumes without words.
+ */
+export const REALTIME_WORDS_WAIT_MS = 2_000;
 
 export class Hearing {
   private readonly vad: Vad;
@@ -81,6 +86,8 @@ export class Hearing {
   private wordless = false;
   /** Speech in the current utterance (its dips not counted). */
   private utteranceMs = 0;
+  /** A realtime call's utterance that paused the agent has ended: its words decide (`realtimeWords`). */
+  private awaitingWords: { since: number; timer: unknown } | undefined;
   private awaitingFinal: unknown;
   private settleFinal: (() => void) | undefined;
   private discardUtterance = false;
@@ -186,16 +193,14 @@ export class Hearing {
   /**
    * The caller's sound over the agent: after `interrupt_sensitivity` of it the agent pauses; the
    * interruption stands once the words take the turn, or after `WORDLESS_INTERRUPTION_MS` of speech
-   * without any; otherwise the utterance's end decides (`resolvePause`). In a realtime call the
-   * threshold interrupts at once: the caller's words come from the model only after the utterance,
-   * too late to tell "stop!" from "mm-hmm" while the agent waits.
+   * without any; otherwise the utterance's end decides (`resolvePause`): in a pipeline call its end
+   * of turn, in a realtime call the model's transcript of it (`realtimeWords`).
    */
   private checkBargeIn(): void {
     if (this.hooks.agentState() === 'thinking') return;
     if (!this.spec.allowInterruptions) return;
     const paused = this.hooks.agentPaused();
     if (!paused && this.bargeMs < interruptDelayMs(this.spec.interruptSensitivity)) return;
-    if (this.spec.mode !== 'pipeline') return this.interruptNow();
     const words = this.spokenWords();
     if (takesTurn(words, this.spec.minInterruptWords)) return this.interruptNow();
     if (words && isBackchannel(words)) this.discardUtterance = true;
@@ -259,12 +264,40 @@ export class Hearing {
    * does, when the caller was last heard.
    */
   realtimeTurnEnded(): { since: number } | undefined {
+    if (this.hooks.agentPaused() && this.awaitingWords === undefined) {
+      // The utterance paused the agent: the model's transcript of it decides, or a wait without one.
+      const timer = this.clock.setTimeout(() => {
+        this.awaitingWords = undefined;
+        this.resolvePause('');
+      }, REALTIME_WORDS_WAIT_MS);
+      this.awaitingWords = { since: this.lastSpeechAt, timer };
+    }
     const ignore = this.discardUtterance || this.hooks.agentAudible();
     this.turnActive = false;
     this.silenceMs = 0;
     this.pauseMs = 0;
     this.discardUtterance = false;
     return ignore ? undefined : { since: this.lastSpeechAt };
+  }
+
+  /**
+   * A realtime model's transcript of the caller's utterance. When that utterance paused the agent,
+   * its words decide: they take the turn (the interruption stands, and the turn is returned with
+   * when the caller was last heard) or the agent resumes (undefined).
+   */
+  realtimeWords(text: string): { since: number } | undefined {
+    const waiting = this.awaitingWords;
+    if (!waiting) return undefined;
+    this.clock.clearTimeout(waiting.timer);
+    this.awaitingWords = undefined;
+    if (!this.hooks.agentPaused()) return undefined;
+    this.resolvePause(text);
+    return this.hooks.agentPaused() || this.hooks.agentAudible() ? undefined : { since: waiting.since };
+  }
+
+  /** Whether a realtime call's utterance is waiting for its words to decide a pause. */
+  get decidingPause(): boolean {
+    return this.awaitingWords !== undefined;
   }
 
   private classifyAnswerer(): void {
@@ -306,6 +339,7 @@ export class Hearing {
   close(): void {
     if (this.dtmfTimer !== undefined) this.clock.clearTimeout(this.dtmfTimer);
     if (this.awaitingFinal !== undefined) this.clock.clearTimeout(this.awaitingFinal);
+    if (this.awaitingWords) this.clock.clearTimeout(this.awaitingWords.timer);
     this.stt?.close();
     this.vad.close();
   }

@@ -142,10 +142,11 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
             if (silenceMs >= options.silenceMs) {
               speaking = false;
               silenceMs = 0;
-              const text = script?.(options.callId, utterance) ?? '(caller speech)';
+              const scripted = script?.(options.callId, utterance);
+              const text = scripted ?? '(caller speech)';
               history.push({ role: 'user', content: text });
               emit({ type: 'speech_stopped' });
-              emit({ type: 'user_transcript', text });
+              emit({ type: 'user_transcript', text, wordless: scripted === undefined });
             }
           }
         },

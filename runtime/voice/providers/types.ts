@@ -65,7 +65,8 @@ export interface TtsProvider {
 export type RealtimeEvent =
   | { readonly type: 'speech_started' }
   | { readonly type: 'speech_stopped' }
-  | { readonly type: 'user_transcript'; readonly text: string }
+  /** `wordless`: the text only stands for speech the model did not put into words (the `dev` one; see `Transcript.wordless`). */
+  | { readonly type: 'user_transcript'; readonly text: string; readonly wordless?: boolean }
   /** `tag`: the one given to `createResponse`, when the vendor echoes it. */
   | { readonly type: 'response_started'; readonly responseId: string; readonly tag?: string }
   | { readonly type: 'audio'; readonly responseId: string; readonly itemId: string; readonly samples: Int16Array }

@@ -260,12 +260,14 @@ export class Playout {
   clear(): { segment: Segment; heard: string; heardMs: number }[] {
     const result = this.segments.map((segment) => ({ segment, heard: heardText(segment), heardMs: segment.sent * FRAME_MS }));
     this.segments.length = 0;
+    // A paused playout has had the transport's buffer dropped already, and sent no speech since.
+    const alreadyCleared = this.paused;
     this.paused = false;
     this.markSent.clear();
     if (this.markTimer !== undefined) this.clock.clearTimeout(this.markTimer);
     this.markTimer = undefined;
     if (!this.ambient) this.nextDue = undefined;
-    this.sink.clear();
+    if (!alreadyCleared) this.sink.clear();
     return result;
   }
 
