@@ -101,7 +101,8 @@ function trimmed(audio: Int16Array): Int16Array {
   return first < 0 ? audio : audio.slice(first * WINDOW, Math.min(audio.length, (last + 1) * WINDOW));
 }
 
-function concat(parts: Int16Array[]): Int16Array {
+/** Pieces of audio one after another. */
+export function concat(parts: readonly Int16Array[]): Int16Array {
   const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0));
   let offset = 0;
   for (const part of parts) {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawDecode, random } from '../../runtime/voice/audio.js';
+import { concat as joinAudio } from '../../bench/corpus/build.js';
 
 /**
  * Audio for the VAD tests and benchmark, as 16 kHz PCM16: the checked-in speech clips
@@ -85,16 +86,8 @@ export function voiced(ms: number, amplitude: number): Int16Array {
   return Int16Array.from(out, (v) => clip((v / peak) * amplitude * 32_767));
 }
 
-/** Pieces one after another. */
-export function concat(...pieces: Int16Array[]): Int16Array {
-  const out = new Int16Array(pieces.reduce((sum, p) => sum + p.length, 0));
-  let offset = 0;
-  for (const piece of pieces) {
-    out.set(piece, offset);
-    offset += piece.length;
-  }
-  return out;
-}
+/** Pieces one after another (the corpus builder's join). */
+export const concat = (...pieces: Int16Array[]): Int16Array => joinAudio(pieces);
 
 /** `signal` with `noise` added under it (the noise repeats if shorter). */
 export function mix(signal: Int16Array, noise: Int16Array): Int16Array {
