@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { startPlatform, type RunningPlatform } from '../api/platform.js';
+import { Hearing } from '../runtime/voice/hearing/hearing.js';
 import { ManualClock } from '../runtime/clock.js';
 import { loadConfig, type Config } from '../runtime/config.js';
 import { createLogger } from '../runtime/logger.js';
@@ -27,7 +28,9 @@ import { missingCorpusTools } from './corpus/tools.js';
  * - barge-in: from a real interruption's first sound (the label's) to the server's `clear`, p50 and
  *   p95, and interruptions never cleared;
  * - CPU per call: the process's CPU (platform and simulated callers together) over the calls'
- *   simulated seconds, as % of a core a call would use in real time.
+ *   simulated seconds, as % of a core a call would use in real time; and hearing's own share:
+ *   the time in `Hearing.hear` (denoise, VAD, transcriber feed, end of turn, barge-in) plus the
+ *   Silero worker's inference time, over the same seconds.
  * Usage: `npm run bench:turns [-- concurrency every]` (8 calls in lock step, every clip).
  * The corpus is built on the first run (espeak-ng and sox) and kept under DATA_DIR or the system's
  * temporary directory.
@@ -65,6 +68,8 @@ export interface TurnsResult {
   /** Clips said over the agent that found it silent (not counted above). */
   readonly notOverAgent: number;
   readonly cpuPerCallPercent: number;
+  /** Hearing alone (main thread and VAD worker), % of a core per call in real time. */
+  readonly hearingCpuPerCallPercent: number;
   readonly callSeconds: number;
 }
 
@@ -171,7 +176,7 @@ export function jobsFor(clips: readonly Clip[]): Job[] {
   return clips.flatMap((clip): Job[] => (clip.label.kind === 'pause' ? [{ clip, role: 'listen-vad' }, { clip, role: 'listen-ai' }] : [{ clip, role: 'talk' }]));
 }
 
-export function summarize(vad: string, outcomes: readonly JobOutcome[], cpuMs: number, interruptMs = 500): TurnsResult {
+export function summarize(vad: string, outcomes: readonly JobOutcome[], cpuMs: number, interruptMs = 500, hearingMs = Number.NaN): TurnsResult {
   const pauses = { vad: {}, ai: {} } as TurnsResult['pauses'];
   const noisyPauses = {} as TurnsResult['noisyPauses'];
   const answerP50 = { vad: 0, ai: 0 };
@@ -208,8 +213,52 @@ export function summarize(vad: string, outcomes: readonly JobOutcome[], cpuMs: n
     bargeIn: { clips: barges.length, missed, early: barges.length - missed - latencies.length, p50Ms: percentile(latencies, 50), p95Ms: percentile(latencies, 95), late: missed + latencies.filter((ms) => ms > interruptMs + BARGE_IN_SLACK_MS).length, resumed: barges.filter((o) => o.resumed).length },
     notOverAgent: outcomes.filter((o) => o.role === 'talk' && !o.overAgent).length,
     cpuPerCallPercent: callMs > 0 ? (cpuMs / callMs) * 100 : Number.NaN,
+    hearingCpuPerCallPercent: callMs > 0 ? (hearingMs / callMs) * 100 : Number.NaN,
     callSeconds: callMs / 1000,
   };
+}
+
+/**
+ * The CPU of hearing alone in the run (the bench's own wrapper, so the 20 ms path carries no
+ * timer in production): every `Hearing.hear` less the time in its hooks, which are the session's
+ * work (pausing the playout, starting the agent's answer at the end of a turn). The process's CPU
+ * around each synchronous call, not the wall time, so a busy host's preemption is not counted. The
+ * simulated callers wait for the VAD worker between rounds, so it is mostly idle meanwhile; its
+ * own time is added apart.
+ */
+function timeHearing(): { readonly ms: number; stop(): void } {
+  const original = Hearing.prototype.hear;
+  const timed = { ms: 0, stop: () => { Hearing.prototype.hear = original; } };
+  const cpuMs = (start: NodeJS.CpuUsage) => {
+    const used = process.cpuUsage(start);
+    return (used.user + used.system) / 1000;
+  };
+  const wrapped = new WeakSet<object>();
+  let inside = false;
+  Hearing.prototype.hear = function hear(this: Hearing, input: Int16Array) {
+    const self = this as unknown as { hooks: Record<string, unknown> };
+    if (!wrapped.has(self)) {
+      wrapped.add(self);
+      self.hooks = Object.fromEntries(Object.entries(self.hooks).map(([name, hook]) => [name, typeof hook !== 'function' ? hook : (...args: unknown[]) => {
+        if (!inside) return hook(...args);
+        const start = process.cpuUsage();
+        try {
+          return hook(...args);
+        } finally {
+          timed.ms -= cpuMs(start);
+        }
+      }]));
+    }
+    const start = process.cpuUsage();
+    inside = true;
+    try {
+      original.call(this, input);
+    } finally {
+      inside = false;
+      timed.ms += cpuMs(start);
+    }
+  };
+  return timed;
 }
 
 /** One VAD's run: its own platform (VOICE_VAD passed to the configuration) on a manual clock. */
@@ -236,9 +285,11 @@ async function runOne(vad: string, clips: readonly Clip[], options: { concurrenc
       }
       return numbers.get(key)!;
     };
-    const { outcomes, cpuMs } = await playJobs(p, jobsFor(clips), numberFor, options.concurrency);
+    const hearing = timeHearing();
+    const { outcomes, cpuMs } = await playJobs(p, jobsFor(clips), numberFor, options.concurrency).finally(() => hearing.stop());
     options.onOutcome?.(vad, outcomes);
-    return summarize(vad, outcomes, cpuMs);
+    const engine = (platform.runtime.vad as { engine?: { inferMs: number } }).engine;
+    return summarize(vad, outcomes, cpuMs, undefined, hearing.ms + (engine?.inferMs ?? 0));
   } finally {
     await platform.close({ graceMs: 0, hurry: Promise.resolve() });
     await rm(dataDir, { recursive: true, force: true });
@@ -283,12 +334,13 @@ export function formatTurns(results: readonly TurnsResult[]): string {
     `${r.bargeIn.late} of ${r.bargeIn.clips - r.bargeIn.early} (${r.bargeIn.missed} never, ${r.bargeIn.resumed} resumed over)`,
     `${r.bargeIn.early}`,
     r.cpuPerCallPercent.toFixed(2),
+    r.hearingCpuPerCallPercent.toFixed(3),
   ]);
   return [
     'Turn-taking on the speech corpus (Twilio protocol, manual clock, dev model/voice/transcriber, default settings)',
     '',
-    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | with TV or music: false cut-offs, every pause (vad / ai) | answer after last word p50 ms (vad / ai) | false interruptions (the agent stopped for good): backchannels | noise | paused and resumed, of those paused | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms), of those not cleared early (never cleared, resumed over) | barge-ins cleared before the caller spoke | CPU % of a core per call |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| VAD | false cut-offs, endpoint vad: 500 / 700 / 1,000 ms pause | endpoint ai: 500 / 700 / 1,000 ms | answer after last word p50 ms (vad / ai) | with TV or music: false cut-offs, every pause (vad / ai) | answer after last word p50 ms (vad / ai) | false interruptions (the agent stopped for good): backchannels | noise | paused and resumed, of those paused | barge-in clear p50 / p95 ms | barge-ins late (> interrupt + 150 ms), of those not cleared early (never cleared, resumed over) | barge-ins cleared before the caller spoke | CPU % of a core per call | of which hearing |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((row) => `| ${row.join(' | ')} |`),
     ...results.filter((r) => r.notOverAgent > 0).map((r) => `\n${r.vad}: ${r.notOverAgent} clips found the agent silent and are not counted.`),
   ].join('\n');

@@ -11,7 +11,8 @@ import type { CallSpec } from '../runtime/voice/spec.js';
  * no socket, no server and no model (the way LiveKit tests its endpointing):
  * 1. End of turn: `endpoint_sensitivity` of silence after the caller's last loud frame, not a frame
  *    sooner; the turn waits for its final transcript (up to 1.5 s), and silence alone is no turn.
- * 2. Barge-in: after `interrupt_sensitivity` of speech over the agent it pauses, not sooner; the
+ * 2. Barge-in: after `interrupt_sensitivity` of speech over the agent it pauses (short dips between
+ *    its words count), not sooner; the
  *    interruption stands at the caller's first word; never while the agent is only thinking, nor
  *    when interruptions are off.
  * 3. Backchannels over the agent ("mm-hmm") neither interrupt nor become a turn.
@@ -156,6 +157,20 @@ t.test('barge-in: after interrupt_sensitivity of speech over the agent, never so
   t.same(r.heard.interrupts, [], 'not yet for good: no words so far');
   r.say('wait', false);
   t.same(r.heard.interrupts, [r.clock.now()], 'the first word makes the interruption stand, at once');
+
+  // "Wait, stop": a dip between its words counts toward the threshold; a long silence starts anew.
+  const dip = rig();
+  dip.agent.state = 'speaking';
+  dip.agent.audible = true;
+  dip.silence(100);
+  const onset = dip.clock.now();
+  dip.speak(120);
+  dip.silence(200);
+  t.same(dip.heard.pauses, [], 'not during the dip');
+  for (let i = 0; i < 20 && dip.heard.pauses.length === 0; i++) dip.speak(20);
+  t.equal(dip.heard.pauses.length, 1, 'the agent pauses once the voice is back');
+  // Without the dip counted it would take 300 ms of frames called speech: 500 ms here.
+  t.ok(dip.heard.pauses[0]! - onset <= 400, `as soon as the voice is heard again: 300 ms of the utterance with its dip (${dip.heard.pauses[0]! - onset} ms)`);
 
   const thinking = rig();
   thinking.agent.state = 'thinking';

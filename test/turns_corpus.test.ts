@@ -82,7 +82,7 @@ t.test('the summary counts what the calls showed', async (t) => {
     { clip: clip('interruption'), role: 'talk', overAgent: true, cleared: true, clearAfterMs: -300, elapsedMs: 5_000 },
     { clip: clip('interruption'), role: 'talk', overAgent: true, cleared: false, elapsedMs: 5_000 },
   ] as unknown as JobOutcome[];
-  const r = summarize('energy', outcomes, 500);
+  const r = summarize('energy', outcomes, 500, undefined, 120);
   t.same(r.pauses.vad[500], { clips: 2, cutOffs: 1 });
   t.same(r.pauses.ai[700], { clips: 1, cutOffs: 0 });
   t.equal(r.answerAfterP50Ms.vad, 520, 'answers that cut off are not timed, nor those of noisy lines');
@@ -93,7 +93,8 @@ t.test('the summary counts what the calls showed', async (t) => {
   t.same(r.bargeIn, { clips: 4, missed: 1, early: 1, p50Ms: 900, p95Ms: 900, late: 2, resumed: 0 });
   t.equal(r.notOverAgent, 1);
   t.equal(r.cpuPerCallPercent, (500 / 60_000) * 100);
-  t.match(formatTurns([r]), /^\| energy \| 50\.0% \(1\/2\) \/ n\/a \/ n\/a \| n\/a \/ 0\.0% \(0\/1\) \/ n\/a \| 520 \/ 1200 \| 0\.0% \(0\/1\) \/ n\/a \| 3000 \/ n\/a \| 0\.0% \(0\/2\) \| 100\.0% \(1\/1\) \| 1 of 2 \| 900 \/ 900 \| 2 of 3 \(1 never, 0 resumed over\) \| 1 \| 0\.83 \|$/m);
+  t.equal(r.hearingCpuPerCallPercent, (120 / 60_000) * 100, 'hearing over the same call seconds');
+  t.match(formatTurns([r]), /^\| energy \| 50\.0% \(1\/2\) \/ n\/a \/ n\/a \| n\/a \/ 0\.0% \(0\/1\) \/ n\/a \| 520 \/ 1200 \| 0\.0% \(0\/1\) \/ n\/a \| 3000 \/ n\/a \| 0\.0% \(0\/2\) \| 100\.0% \(1\/1\) \| 1 of 2 \| 900 \/ 900 \| 2 of 3 \(1 never, 0 resumed over\) \| 1 \| 0\.83 \| 0\.200 \|$/m);
 });
 
 t.test('the benchmark plays clips over the Twilio protocol and reports', { skip }, async (t) => {
@@ -105,5 +106,6 @@ t.test('the benchmark plays clips over the Twilio protocol and reports', { skip 
   t.equal(r!.backchannels.clips + r!.noise.clips + r!.bargeIn.clips + r!.notOverAgent, 3, 'the other clips played over the agent');
   t.equal(r!.bargeIn.missed, 0, 'the interruption was cleared');
   t.ok(r!.cpuPerCallPercent > 0 && r!.callSeconds > 10, 'CPU per call measured');
+  t.ok(r!.hearingCpuPerCallPercent > 0 && r!.hearingCpuPerCallPercent < r!.cpuPerCallPercent, 'hearing measured apart, a share of the whole');
   t.match(formatTurns(results), /^\| energy \| /m);
 });

@@ -55,6 +55,12 @@ const MACHINE_GREETING_MS = 3_500;
 /** The pause, after the VAD has let go of the speech, that ends the first utterance of an answered call. */
 const FIRST_UTTERANCE_PAUSE_MS = 300;
 /**
+ * Speech over the agent counts toward `interrupt_sensitivity` through dips this short between its
+ * sounds: the onset of a barge-in is timed from the caller's first sound, not by the frames a VAD
+ * happened to call speech (Silero drops out on stops and commas more than the energy VAD does).
+ */
+const BARGE_BRIDGE_MS = 240;
+/**
  * Speech over the paused agent this long with no words transcribed is an interruption: a caller
  * saying something (a transcriber that gives no words, or is slow to), not a backchannel or a cough.
  * Two-word backchannels said slowly ("okay, sure", "ja, genau") last up to 1.45 s in the project's
@@ -157,6 +163,8 @@ export class Hearing {
       }
       if (loud) this.lastSpeechAt = now;
       this.silenceMs = 0;
+      // A short dip inside the utterance (a stop consonant, a comma) counts toward the interruption.
+      if (this.turnActive && this.pauseMs <= BARGE_BRIDGE_MS) this.bargeMs += this.pauseMs;
       this.pauseMs = 0;
       if (!this.turnActive) {
         this.turnActive = true;
