@@ -17,7 +17,7 @@ function serializeError(error: unknown): unknown {
 }
 
 /**
- * JSON logs on stdout. Secrets never reach a line: authorization headers, tokens and passwords
+ * JSON logs on stdout, each line's `time` an ISO 8601 string in UTC. Secrets never reach a line: authorization headers, tokens and passwords
  * are redacted wherever they appear in the structured fields.
  */
 export function createLogger(level: LogLevel, destination?: pino.DestinationStream): Logger {
@@ -25,6 +25,7 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
     {
       level,
       base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
       serializers: { err: serializeError },
       redact: {
         paths: [

@@ -6,7 +6,8 @@
  *    that began it;
  * 3. no line names a field twice (a call's logger already carries its ids: a line adding them
  *    again would repeat them, and readers keep either one);
- * 4. no line holds a password, a session or API key token, the operator or metrics token, or a
+ * 4. every line's time is an ISO 8601 UTC string;
+ * 5. no line holds a password, a session or API key token, the operator or metrics token, or a
  *    call's media stream token, whatever the requests carried.
  */
 import t from 'tap';
@@ -70,6 +71,7 @@ t.test('requests and calls are logged with their ids, secrets never', async (t) 
     { level: 30, method: 'POST', path: '/api/user/calls', route: '/api/user/calls', status: 201, userId: s.userId, ms: Number },
     'the request line carries the id the caller gave',
   );
+  t.ok(lines.length > 0 && lines.every((line) => typeof line.time === 'string' && /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(line.time as string)), 'every time is an ISO 8601 UTC string');
   const keyed = requests.find((line) => line.path === '/api/user' && line.status === 200);
   t.match(keyed, { method: 'GET', userId: s.userId, reqId: me.headers.get('x-request-id') }, 'a made request id is the one sent back');
   t.match(keyed!.reqId, /^[0-9a-f-]{36}$/);

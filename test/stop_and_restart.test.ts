@@ -264,7 +264,7 @@ async function busyStopAndRestart(t: Test, by: StopBy): Promise<void> {
   t.ok(stoppedIn < (GRACE_SECONDS + 20) * 1000, `from the signal to the exit: ${stoppedIn} ms (grace ${GRACE_SECONDS} s)`);
   t.equal(server.log.filter((l) => /^shutting down|^second signal/.test(l.msg)).length, 1, 'one stop, never taken for a second signal');
   // By the lines' own times (pino may hand two lines written in the same millisecond to the pipe out of order).
-  const at = (msg: string) => server.log.filter((l) => l.msg === msg).map((l) => Number(l.time));
+  const at = (msg: string) => server.log.filter((l) => l.msg === msg).map((l) => Date.parse(String(l.time)));
   const endsSaved = Math.max(...at('call status'));
   const [databaseStopped] = at('embedded PostgreSQL stopped');
   t.ok(databaseStopped !== undefined && databaseStopped >= endsSaved, 'the calls ended first, then the server stopped its database');
