@@ -183,6 +183,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     logger: logger.child({ component: 'webhooks' }),
     clock,
     retryDelaysMs: config.webhookRetryDelaysMs,
+    legacySignature: config.webhookLegacySignature,
     onAttempt: (outcome) => metrics?.webhookAttempt(outcome),
   });
   const catalog = createCatalogService({ pool: db });
@@ -255,7 +256,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
     calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings, clock }),
-    webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
+    webhooks: createWebhookService({ pool: db, secretOverlapMs: config.webhookSecretOverlapMs, onQueued: () => webhookWorker.wake() }),
     conversationEngine,
     voice,
     evaluator,
