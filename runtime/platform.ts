@@ -262,7 +262,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     evaluator,
   };
 
-  metrics = createMetrics({ pool: db, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
+  metrics = createMetrics({ pool: db, business: config.metricsBusiness, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
   ingestion.start();
   webhookWorker.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
