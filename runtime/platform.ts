@@ -27,6 +27,7 @@ import { createConversationService } from './conversations/service.js';
 import { createCallService } from './calls/service.js';
 import { createWebhookWorker } from './webhooks/worker.js';
 import { createWebhookService } from './webhooks/service.js';
+import { createLedgerService, type LedgerService } from './ledger/service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { systemClock, type Clock } from './clock.js';
 import { createVoiceService, type VoiceService } from './calls/live.js';
@@ -100,6 +101,8 @@ export interface Services {
   readonly conversations: ReturnType<typeof createConversationService>;
   readonly calls: ReturnType<typeof createCallService>;
   readonly webhooks: ReturnType<typeof createWebhookService>;
+  /** The owners' ledger entries, read. */
+  readonly ledger: LedgerService;
   /** Live conversation actors and their event streams (the widget socket subscribes here). */
   readonly conversationEngine: ConversationEngine;
   /** Live calls: creation, media sockets, the call ticker. */
@@ -257,6 +260,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
     calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings, clock }),
     webhooks: createWebhookService({ pool: db, secretOverlapMs: config.webhookSecretOverlapMs, onQueued: () => webhookWorker.wake() }),
+    ledger: createLedgerService({ pool: db }),
     conversationEngine,
     voice,
     evaluator,
