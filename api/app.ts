@@ -18,6 +18,7 @@ import { createRateLimiter } from '../runtime/rateLimit.js';
 import { conversationSocket } from './sockets/conversation.js';
 import { widgetRoutes } from './routes/widget.js';
 import { callRoutes } from './routes/calls.js';
+import { ledgerRoutes } from './routes/ledger.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { DOCS_PAGE, openApiDocument } from './openapi.js';
@@ -56,6 +57,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),
     ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
     ...callRoutes(services.calls, () => runtime.publicUrl()),
+    ...ledgerRoutes(services.ledger, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),
     ...telnyxRoutes(services.voice, { publicKey: config.telnyxPublicKey, acceptUnsigned }),

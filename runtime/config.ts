@@ -29,8 +29,10 @@ export interface Config {
    * recording URLs. @defaultValue `http://HOST:PORT`
    */
   readonly publicUrl: string;
-  /** Bearer token required by GET /metrics; open when absent. */
+  /** Bearer token required by GET /metrics; when absent it answers only requests from this machine (loopback, not forwarded). */
   readonly metricsToken: string | undefined;
+  /** METRICS_BUSINESS: /metrics also shows business figures (ledger debits in USD by kind). @defaultValue false */
+  readonly metricsBusiness: boolean;
   /** pino level. @defaultValue 'info' */
   readonly logLevel: LogLevel;
   /** Largest JSON/urlencoded request body in bytes. @defaultValue 1 MiB */
@@ -61,6 +63,17 @@ export interface Config {
   };
   /** Delays before webhook attempts 2..8 in milliseconds (tests shorten them). @defaultValue 30 s ... 6 h */
   readonly webhookRetryDelaysMs: readonly number[] | undefined;
+  /**
+   * WEBHOOK_SECRET_OVERLAP_HOURS: after a webhook secret is rotated, deliveries are signed with the
+   * new and the previous secret for this long (0: the previous stops at once). @defaultValue 24 h
+   */
+  readonly webhookSecretOverlapMs: number;
+  /**
+   * WEBHOOK_LEGACY_SIGNATURE: deliveries also carry the project's former signature headers
+   * (`X-Webhook-Id`, `X-Webhook-Timestamp`, `X-Webhook-Signature: v1=<hex>`) beside the Standard
+   * Webhooks ones, so receivers written for them go on working while they move. @defaultValue true
+   */
+  readonly webhookLegacySignature: boolean;
   /** Documents ingested at once per process. @defaultValue 2 */
   readonly ingestionConcurrency: number;
   /**
@@ -351,6 +364,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     elasticsearchUrl: overrides.elasticsearchUrl ?? url(env, 'ELASTICSEARCH_URL', ['http:', 'https:']),
     adminToken,
     metricsToken: overrides.metricsToken ?? text(env, 'METRICS_TOKEN'),
+    metricsBusiness: overrides.metricsBusiness ?? flag(env, 'METRICS_BUSINESS', false),
     publicUrl,
     logLevel,
     jsonBodyLimit: overrides.jsonBodyLimit ?? configDefaults.jsonBodyLimit,
@@ -363,6 +377,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     embeddings: overrides.embeddings ?? embeddingsConfig(env),
     llmProviders: overrides.llmProviders ?? llmProvidersConfig(env),
     webhookRetryDelaysMs: overrides.webhookRetryDelaysMs,
+    webhookSecretOverlapMs: overrides.webhookSecretOverlapMs ?? integer(env, 'WEBHOOK_SECRET_OVERLAP_HOURS', 0, 720, 24) * 3_600_000,
+    webhookLegacySignature: overrides.webhookLegacySignature ?? flag(env, 'WEBHOOK_LEGACY_SIGNATURE', true),
     rateLimits: overrides.rateLimits ?? {
       perIp: { capacity: 60, perMinute: integer(env, 'RATE_LIMIT_PER_IP_PER_MINUTE', 1, 100_000, 120) },
       perConversation: { capacity: 10, perMinute: integer(env, 'RATE_LIMIT_PER_CONVERSATION_PER_MINUTE', 1, 100_000, 20) },

@@ -11,6 +11,8 @@ export const errorRegistry = {
   invalid_credentials: { status: 401, message: 'Invalid credentials.' },
   insufficient_balance: { status: 402, message: 'Insufficient balance. Please top up your account.' },
   forbidden: { status: 403, message: 'This action is unauthorized.' },
+  /** GET /metrics without METRICS_TOKEN set, asked from another machine (or through a proxy). */
+  metrics_loopback_only: { status: 403, message: 'Metrics are served only to this machine. Set METRICS_TOKEN to scrape them from elsewhere.' },
   not_found: { status: 404, message: 'Not found.' },
   user_not_found: { status: 404, message: 'User not found.' },
   api_key_not_found: { status: 404, message: 'API key not found.' },

@@ -7,8 +7,16 @@ import { debitsByKind } from './ledger/repository.js';
  * Prometheus metrics of one process. Counts that the database knows exactly across processes
  * (queue depth, ledger debits) are read from it at scrape time; the rest is observed in process.
  * Node's own metrics (event-loop lag with percentiles, heap, GC) come from prom-client's defaults.
+ * Business figures (money: ledger debits) are left out unless `business` asks for them: whoever
+ * scrapes operations data need not see revenue.
  */
-export function createMetrics(options: { pool: DatabasePool; liveConversations: () => number; liveCalls: (mode: 'pipeline' | 'multimodal' | 'dualplex') => number }) {
+export function createMetrics(options: {
+  pool: DatabasePool;
+  /** Also show business figures (METRICS_BUSINESS). */
+  business: boolean;
+  liveConversations: () => number;
+  liveCalls: (mode: 'pipeline' | 'multimodal' | 'dualplex') => number;
+}) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
 
@@ -81,17 +89,7 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
     },
   });
   const oldest = new Gauge({ name: 'document_job_queue_oldest_seconds', help: 'Age of the oldest pending or running document job', registers: [registry] });
-  new Gauge({
-    name: 'ledger_debits_usd',
-    help: 'All debits ever posted to balances, by kind (from the ledger, exact across processes)',
-    labelNames: ['kind'],
-    registers: [registry],
-    async collect() {
-      const rows = await debitsByKind(options.pool);
-      this.reset();
-      for (const row of rows) this.set({ kind: row.kind }, row.total);
-    },
-  });
+  if (options.business) businessMetrics(registry, options.pool);
 
   return {
     registry,
@@ -131,3 +129,18 @@ export function createMetrics(options: { pool: DatabasePool; liveConversations: 
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Money: every debit ever posted to balances, by kind (from the ledger, exact across processes). */
+function businessMetrics(registry: Registry, pool: DatabasePool): void {
+  new Gauge({
+    name: 'ledger_debits_usd',
+    help: 'All debits ever posted to balances, by kind (from the ledger, exact across processes)',
+    labelNames: ['kind'],
+    registers: [registry],
+    async collect() {
+      const rows = await debitsByKind(pool);
+      this.reset();
+      for (const row of rows) this.set({ kind: row.kind }, row.total);
+    },
+  });
+}

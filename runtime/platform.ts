@@ -27,6 +27,7 @@ import { createConversationService } from './conversations/service.js';
 import { createCallService } from './calls/service.js';
 import { createWebhookWorker } from './webhooks/worker.js';
 import { createWebhookService } from './webhooks/service.js';
+import { createLedgerService, type LedgerService } from './ledger/service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { systemClock, type Clock } from './clock.js';
 import { createVoiceService, type VoiceService } from './calls/live.js';
@@ -100,6 +101,8 @@ export interface Services {
   readonly conversations: ReturnType<typeof createConversationService>;
   readonly calls: ReturnType<typeof createCallService>;
   readonly webhooks: ReturnType<typeof createWebhookService>;
+  /** The owners' ledger entries, read. */
+  readonly ledger: LedgerService;
   /** Live conversation actors and their event streams (the widget socket subscribes here). */
   readonly conversationEngine: ConversationEngine;
   /** Live calls: creation, media sockets, the call ticker. */
@@ -183,6 +186,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     logger: logger.child({ component: 'webhooks' }),
     clock,
     retryDelaysMs: config.webhookRetryDelaysMs,
+    legacySignature: config.webhookLegacySignature,
     onAttempt: (outcome) => metrics?.webhookAttempt(outcome),
   });
   const catalog = createCatalogService({ pool: db });
@@ -255,13 +259,14 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
     calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings, clock }),
-    webhooks: createWebhookService({ pool: db, onQueued: () => webhookWorker.wake() }),
+    webhooks: createWebhookService({ pool: db, secretOverlapMs: config.webhookSecretOverlapMs, onQueued: () => webhookWorker.wake() }),
+    ledger: createLedgerService({ pool: db }),
     conversationEngine,
     voice,
     evaluator,
   };
 
-  metrics = createMetrics({ pool: db, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
+  metrics = createMetrics({ pool: db, business: config.metricsBusiness, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
   ingestion.start();
   webhookWorker.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));

@@ -23,7 +23,7 @@ export interface StartupFacts {
   readonly vad: string;
   readonly adminRoutes: 'on' | 'off (set ADMIN_TOKEN)';
   readonly outboundPrivateAddresses: 'allowed' | 'refused';
-  readonly metrics: 'token required' | 'open (set METRICS_TOKEN)';
+  readonly metrics: 'token required' | 'this machine only (set METRICS_TOKEN)';
   readonly shutdownGraceSeconds: number;
 }
 
@@ -82,7 +82,7 @@ export function startupFacts(config: Config, url: string, embeddedDirectory: str
     vad: config.voiceVad === 'silero' ? 'silero (neural, in a worker thread)' : 'energy (set VOICE_VAD=silero for the neural one)',
     adminRoutes: config.adminToken ? 'on' : 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: config.outboundAllowPrivate ? 'allowed' : 'refused',
-    metrics: config.metricsToken ? 'token required' : 'open (set METRICS_TOKEN)',
+    metrics: config.metricsToken ? 'token required' : 'this machine only (set METRICS_TOKEN)',
     shutdownGraceSeconds: config.shutdownGraceMs / 1000,
   };
 }

@@ -29,7 +29,7 @@ t.test('the start-up line names the URL, the reference, the offline stand-ins an
     vad: 'energy (set VOICE_VAD=silero for the neural one)',
     adminRoutes: 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: 'refused',
-    metrics: 'open (set METRICS_TOKEN)',
+    metrics: 'this machine only (set METRICS_TOKEN)',
     shutdownGraceSeconds: 30,
   });
   t.equal((await api.request('GET', '/docs')).status, 200, 'the reference it names is there');

@@ -1,8 +1,22 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { PlatformError } from '../../runtime/errors.js';
-import type { RouteDefinition } from '../http/types.js';
+import { isLoopbackAddress } from '../../runtime/net/addresses.js';
+import type { ApiRequest, RouteDefinition } from '../http/types.js';
 
+/** Headers a proxy adds: a request carrying one came from elsewhere, whatever its peer address. */
+const FORWARDING_HEADERS = ['x-forwarded-for', 'forwarded', 'x-real-ip'];
+
+/** A request made on this machine, straight to the server: a loopback peer, not forwarded by a proxy. */
+function fromThisMachine(req: ApiRequest): boolean {
+  return isLoopbackAddress(req.ip) && !FORWARDING_HEADERS.some((name) => name in req.headers);
+}
+
+/**
+ * `GET /metrics`: with METRICS_TOKEN, for its bearer only (401 otherwise); without it, for
+ * requests from this machine only (403 otherwise), so a server reachable from the internet does
+ * not show its figures to anyone by default.
+ */
 export function metricsRoutes(registry: () => Registry, token: string | undefined): RouteDefinition[] {
   const expected = token ? Buffer.from(`Bearer ${token}`) : undefined;
   return [
@@ -11,11 +25,13 @@ export function metricsRoutes(registry: () => Registry, token: string | undefine
       path: '/metrics',
       auth: 'none',
       tag: 'Operations',
-      summary: 'Prometheus metrics (Bearer METRICS_TOKEN when set)',
+      summary: 'Prometheus metrics (Bearer METRICS_TOKEN when set; otherwise only from this machine)',
       async handler(req) {
         if (expected) {
           const given = Buffer.from(req.headers.authorization ?? '');
           if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw new PlatformError('unauthenticated');
+        } else if (!fromThisMachine(req)) {
+          throw new PlatformError('metrics_loopback_only');
         }
         const metrics = registry();
         return { status: 200, body: await metrics.metrics(), headers: { 'Content-Type': metrics.contentType } };

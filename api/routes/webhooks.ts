@@ -12,9 +12,9 @@ export function webhookRoutes(webhooks: WebhookService): RouteDefinition[] {
       path: '/api/user/webhook-secret',
       auth: 'user',
       tag,
-      summary: 'The secret that signs your webhooks (X-Webhook-Signature)',
+      summary: 'The secret that signs your webhooks (Standard Webhooks `webhook-signature`), and when a rotated-out one stops signing',
       async handler(req) {
-        return json(200, { data: { secret: await webhooks.secret(userId(req)) } });
+        return json(200, { data: await webhooks.secret(userId(req)) });
       },
     },
     {
@@ -22,9 +22,9 @@ export function webhookRoutes(webhooks: WebhookService): RouteDefinition[] {
       path: '/api/user/webhook-secret/rotate',
       auth: 'user',
       tag,
-      summary: 'Replace the webhook signing secret',
+      summary: 'Replace the webhook signing secret; the replaced one also signs until previous_secret_expires_at (WEBHOOK_SECRET_OVERLAP_HOURS)',
       async handler(req) {
-        return json(200, { data: { secret: await webhooks.rotateSecret(userId(req)) } });
+        return json(200, { data: await webhooks.rotateSecret(userId(req)) });
       },
     },
     {
@@ -44,7 +44,7 @@ export function webhookRoutes(webhooks: WebhookService): RouteDefinition[] {
       path: '/api/user/webhook-deliveries/:id/redeliver',
       auth: 'user',
       tag,
-      summary: 'Send a delivery again (same X-Webhook-Id and body)',
+      summary: 'Send a delivery again (same webhook-id and body)',
       async handler(req) {
         await webhooks.redeliver(userId(req), idParam(req, 'id', 'webhook_delivery_not_found'));
         return json(200, { message: 'Delivery queued.' });

@@ -1,6 +1,6 @@
-import { CheckIntegrityConstraintViolationError, ForeignKeyIntegrityConstraintViolationError, type CommonQueryMethods } from 'slonik';
+import { CheckIntegrityConstraintViolationError, ForeignKeyIntegrityConstraintViolationError, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { PlatformError } from '../errors.js';
-import { insertLedgerEntry, type LedgerEntryInput } from './repository.js';
+import { insertLedgerEntry, listLedgerEntries, type LedgerEntryInput, type LedgerFilters } from './repository.js';
 
 /**
  * Posts a balance change. Callers that charge for something do it inside the transaction that
@@ -17,3 +17,16 @@ export async function postLedgerEntry(db: CommonQueryMethods, entry: LedgerEntry
     throw error;
   }
 }
+
+/** What an owner reads of their ledger (`GET /user/transactions`). */
+export function createLedgerService({ pool }: { pool: DatabasePool }) {
+  return {
+    /** The user's entries, newest first; only theirs (the user id is in every query). */
+    async list(userId: number, filters: LedgerFilters, page: number, perPage: number) {
+      const { items, total } = await listLedgerEntries(pool, userId, filters, page, perPage);
+      return { items, total, page, perPage };
+    },
+  };
+}
+
+export type LedgerService = ReturnType<typeof createLedgerService>;

@@ -107,3 +107,14 @@ export function isBlockedAddress(address: string): boolean {
   if ((groups[0]! & 0xe000) !== 0x2000) return true;
   return refusedV6.check(bare, 'ipv6');
 }
+
+/** True for an address of this host's loopback interface: 127.0.0.0/8, `::1`, or IPv4-mapped `::ffff:127.x.y.z` (a zone id is ignored). */
+export function isLoopbackAddress(address: string): boolean {
+  if (isIP(address) === 4) return address.startsWith('127.');
+  const bare = address.replace(/%[^%]*$/, '');
+  if (isIP(bare) !== 6) return false;
+  const groups = ipv6Groups(bare.toLowerCase());
+  const zeros = (count: number) => groups.slice(0, count).every((group) => group === 0);
+  if (zeros(7) && groups[7] === 1) return true;
+  return zeros(5) && groups[5] === 0xffff && groups[6]! >> 8 === 127;
+}

@@ -124,7 +124,6 @@ export function createPhoneNumberService({ pool, logger, defaultCarrier }: { poo
       const row = await pool.transaction(async (tx) => {
         const offer = await takeFromInventory(tx, phoneNumber);
         if (!offer) throw ValidationError.field('phone_number', 'The selected phone number is not available.');
-        await postLedgerEntry(tx, { userId, amount: -offer.price, kind: 'phone_number', reason: `First month of ${offer.phone_number}` });
         const owned = await insertOwnedNumber(tx, {
           userId,
           phoneNumber: offer.phone_number,
@@ -137,6 +136,8 @@ export function createPhoneNumberService({ pool, logger, defaultCarrier }: { poo
           carrier,
         });
         if (!owned) throw ValidationError.field('phone_number', 'The selected phone number is not available.');
+        // The reference names the number (`<id>@<month>`, as the renewals' do), so its ledger entry shows it.
+        await postLedgerEntry(tx, { userId, amount: -offer.price, kind: 'phone_number', reference: `${owned.id}@purchase`, reason: `First month of ${offer.phone_number}` });
         return owned;
       });
       logger.info({ userId, phoneNumberId: row.id }, 'phone number purchased');

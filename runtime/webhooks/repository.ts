@@ -40,12 +40,39 @@ export async function retargetPendingDeliveries(db: CommonQueryMethods, userId: 
   return result.rowCount;
 }
 
-/** The user's signing secret, created on first use. */
-export async function webhookSecret(db: CommonQueryMethods, userId: number, rotate = false): Promise<string> {
-  const candidate = newWebhookSecret();
-  return db.oneFirst(sql.type(z.object({ webhook_secret: z.string() }))`
-    UPDATE users SET webhook_secret = CASE WHEN ${rotate} OR webhook_secret IS NULL THEN ${candidate} ELSE webhook_secret END
-    WHERE id = ${userId} RETURNING webhook_secret`);
+export const secretsRow = z.object({
+  /** The secret that signs now, `whsec_<base64>`. */
+  secret: z.string(),
+  /** The text that keys the former `X-Webhook-Signature`: the secret as first shown (before it was rewritten in standard base64). */
+  legacy: z.string(),
+  /** The secret a rotation replaced, while it still signs; null otherwise. */
+  previous: z.string().nullable(),
+  /** When `previous` stops signing (`<iso_timestamp>`); null when there is none. */
+  previous_expires_at: z.string().nullable(),
+});
+export type WebhookSecrets = z.infer<typeof secretsRow>;
+
+const secretsColumns = sql.fragment`webhook_secret AS secret, coalesce(webhook_secret_legacy, webhook_secret) AS legacy,
+  CASE WHEN webhook_secret_previous_until > now() THEN webhook_secret_previous END AS previous,
+  CASE WHEN webhook_secret_previous_until > now() THEN webhook_secret_previous_until END AS previous_expires_at`;
+
+/** The user's signing secrets, the current one created on first use. */
+export async function webhookSecrets(db: CommonQueryMethods, userId: number): Promise<WebhookSecrets> {
+  return db.one(sql.type(secretsRow)`
+    UPDATE users SET webhook_secret = coalesce(webhook_secret, ${newWebhookSecret()})
+    WHERE id = ${userId} RETURNING ${secretsColumns}`);
+}
+
+/**
+ * Replaces the user's secret; the one replaced goes on signing for `overlapMs` (a rotation during
+ * an overlap ends the older secret's at once: two secrets sign at most).
+ */
+export async function rotateWebhookSecret(db: CommonQueryMethods, userId: number, overlapMs: number): Promise<WebhookSecrets> {
+  return db.one(sql.type(secretsRow)`
+    UPDATE users SET webhook_secret = ${newWebhookSecret()}, webhook_secret_legacy = NULL,
+      webhook_secret_previous = CASE WHEN ${overlapMs} > 0 THEN webhook_secret END,
+      webhook_secret_previous_until = CASE WHEN ${overlapMs} > 0 AND webhook_secret IS NOT NULL THEN now() + ${overlapMs} * interval '1 millisecond' END
+    WHERE id = ${userId} RETURNING ${secretsColumns}`);
 }
 
 export const deliveryRow = z.object({
@@ -155,4 +182,26 @@ export async function recordAttempt(db: CommonQueryMethods, id: number, attempt:
           next_attempt_at = CASE WHEN ${attempt.delivered || attempt.exhausted} THEN next_attempt_at ELSE now() + ${attempt.delayMs} * interval '1 millisecond' END,
           lease_expires_at = NULL, last_status_code = ${attempt.statusCode}, last_error = ${attempt.error}, last_response = ${attempt.response}, updated_at = now()
         WHERE id = ${id} RETURNING status`);
+}
+
+/** What the delivery log says of deliveries stopped by a receiver's `410 Gone`. */
+export const GONE_ERROR = "The receiver answered 410 Gone: the assistant's webhook was disabled.";
+export const CANCELLED_FOR_GONE = "Not sent: the assistant's webhook was disabled after its receiver answered 410 Gone.";
+
+/**
+ * A receiver answered `410 Gone`: the assistant's webhook is disabled as the disable operation
+ * does (`is_webhook_active` false, `webhook_url` null), and its deliveries still waiting are
+ * cancelled, each saying why. Nothing happens when the assistant's webhook has moved to another
+ * URL (or was turned off) since the attempt began: the 410 speaks for the old receiver only.
+ * @returns whether the webhook was disabled.
+ */
+export async function disableGoneWebhook(db: CommonQueryMethods, delivery: { id: number; userId: number; assistantId: number; url: string }): Promise<boolean> {
+  const disabled = await db.query(sql.unsafe`
+    UPDATE assistants SET is_webhook_active = false, webhook_url = NULL, updated_at = now()
+    WHERE id = ${delivery.assistantId} AND user_id = ${delivery.userId} AND is_webhook_active AND webhook_url = ${delivery.url}`);
+  if (disabled.rowCount === 0) return false;
+  await db.query(sql.unsafe`
+    UPDATE webhook_deliveries SET status = 'cancelled', lease_expires_at = NULL, last_error = ${CANCELLED_FOR_GONE}, updated_at = now()
+    WHERE user_id = ${delivery.userId} AND assistant_id = ${delivery.assistantId} AND status IN ('pending', 'delivering') AND id <> ${delivery.id}`);
+  return true;
 }

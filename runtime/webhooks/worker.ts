@@ -4,14 +4,16 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { storableText } from '../store/text.js';
-import { claimDelivery, recordAttempt, webhookSecret, type ClaimedDelivery } from './repository.js';
-import { signature } from './signing.js';
+import { claimDelivery, disableGoneWebhook, GONE_ERROR, recordAttempt, webhookSecrets, type ClaimedDelivery, type WebhookSecrets } from './repository.js';
+import { legacySignature, signatureHeader } from './signing.js';
 
 /**
  * The webhook worker: it claims due deliveries from the outbox (callEnded.ts queues them), sends
  * each signed through the outbound guard, and retries with exponential backoff and jitter (about
  * 30 s, 1 min, 2 min, 5 min, 15 min, 1 h, 3 h, 6 h: eight attempts) before giving up. The last
- * attempt's status and body (cut at 4 KB) are kept on the call as `webhook_response`.
+ * attempt's status and body (cut at 4 KB) are kept on the call as `webhook_response`. A receiver
+ * answering `410 Gone` is not tried again: the assistant's webhook is disabled (repository.ts).
+ * Requests are signed as Standard Webhooks defines (signing.ts).
  */
 
 /** Delays before attempts 2..8, in milliseconds. */
@@ -24,14 +26,14 @@ export interface WebhookWorkerOptions {
   readonly pool: DatabasePool;
   readonly fetch: OutboundFetch;
   readonly logger: Logger;
-  /** The clock of the poll. */
+  /** The clock of the poll, and of each attempt's `webhook-timestamp`. */
   readonly clock: Clock;
   /** How often the worker looks for due deliveries. @defaultValue 1 000 ms */
   readonly pollMs?: number;
   /** Delays before attempts 2..8; tests shorten them. */
   readonly retryDelaysMs?: readonly number[];
-  /** Wall-clock time of the signatures (receivers check it against theirs). */
-  readonly now?: () => number;
+  /** Also send the former `X-Webhook-Id`, `-Timestamp` and `-Signature` headers. @defaultValue true */
+  readonly legacySignature?: boolean;
   /** Deliveries attempted at once. @defaultValue 4 */
   readonly concurrency?: number;
   /** Called after each attempt (metrics). */
@@ -45,8 +47,25 @@ interface Answer {
   readonly error: string | null;
 }
 
-/** POSTs a delivery signed with its user's secret; the receiver's failures come back as an answer, never thrown. */
-async function post(fetch: OutboundFetch, delivery: ClaimedDelivery, secret: string, timestamp: number): Promise<Answer> {
+/** The headers that sign one attempt at `timestamp` (Unix seconds). */
+function signedHeaders(delivery: ClaimedDelivery, secrets: WebhookSecrets, timestamp: number, legacy: boolean): Record<string, string> {
+  const signing = secrets.previous === null ? [secrets.secret] : [secrets.secret, secrets.previous];
+  return {
+    'webhook-id': delivery.delivery_id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signatureHeader(signing, delivery.delivery_id, timestamp, delivery.body),
+    ...(legacy
+      ? {
+          'x-webhook-id': delivery.delivery_id,
+          'x-webhook-timestamp': String(timestamp),
+          'x-webhook-signature': legacySignature(secrets.legacy, timestamp, delivery.body),
+        }
+      : {}),
+  };
+}
+
+/** POSTs a delivery with `headers`; the receiver's failures come back as an answer, never thrown. */
+async function post(fetch: OutboundFetch, delivery: ClaimedDelivery, headers: Record<string, string>): Promise<Answer> {
   try {
     const result = await fetch(delivery.url, {
       method: 'POST',
@@ -58,10 +77,8 @@ async function post(fetch: OutboundFetch, delivery: ClaimedDelivery, secret: str
       headers: {
         'content-type': 'application/json',
         'user-agent': 'AssistantPlatform-Webhooks/1.0',
-        'x-webhook-id': delivery.delivery_id,
-        'x-webhook-timestamp': String(timestamp),
         'x-webhook-attempt': String(delivery.attempts),
-        'x-webhook-signature': signature(secret, timestamp, delivery.body),
+        ...headers,
       },
     });
     return { statusCode: result.status, response: storableText(result.body.toString('utf8').slice(0, RESPONSE_LIMIT)), error: null };
@@ -73,7 +90,7 @@ async function post(fetch: OutboundFetch, delivery: ClaimedDelivery, secret: str
 export function createWebhookWorker(options: WebhookWorkerOptions) {
   const { pool, logger } = options;
   const delays = options.retryDelaysMs ?? RETRY_DELAYS_MS;
-  const now = options.now ?? Date.now;
+  const legacy = options.legacySignature ?? true;
   const concurrency = options.concurrency ?? 4;
   let running = false;
   let stopPoll: (() => void) | undefined;
@@ -91,20 +108,25 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
   }
 
   async function send(delivery: ClaimedDelivery): Promise<void> {
-    const secret = await webhookSecret(pool, delivery.user_id);
-    const { statusCode, response, error } = await post(options.fetch, delivery, secret, Math.floor(now() / 1000));
+    const secrets = await webhookSecrets(pool, delivery.user_id);
+    const timestamp = Math.floor(options.clock.now() / 1000);
+    const { statusCode, response, error } = await post(options.fetch, delivery, signedHeaders(delivery, secrets, timestamp, legacy));
     const delivered = statusCode !== null && statusCode >= 200 && statusCode < 300;
-    const exhausted = delivery.attempts >= delays.length;
+    const gone = statusCode === 410;
+    const exhausted = gone || delivery.attempts >= delays.length;
     const jitter = 0.8 + Math.random() * 0.4;
     const delayMs = Math.round((delays[delivery.attempts - 1] ?? delays[delays.length - 1]!) * jitter);
-    const status = await pool.transaction(async (tx) => {
-      const status = await recordAttempt(tx, delivery.id, { delivered, exhausted, delayMs, statusCode, error, response });
+    const { status, disabled } = await pool.transaction(async (tx) => {
+      const status = await recordAttempt(tx, delivery.id, { delivered, exhausted, delayMs, statusCode, error: gone ? GONE_ERROR : error, response });
       if (delivery.call_id !== null) await saveWebhookResponse(tx, delivery.call_id, statusCode !== null ? { status: statusCode, body: response } : { status: null, error });
-      return status;
+      const disabled =
+        gone && delivery.assistant_id !== null && (await disableGoneWebhook(tx, { id: delivery.id, userId: delivery.user_id, assistantId: delivery.assistant_id, url: delivery.url }));
+      return { status, disabled };
     });
     const outcome = status === 'delivered' ? 'delivered' : status === 'pending' ? 'retry' : 'failed';
     options.onAttempt?.(outcome);
     logger.info({ deliveryId: delivery.delivery_id, attempt: delivery.attempts, statusCode, outcome }, 'webhook attempt');
+    if (disabled) logger.warn({ deliveryId: delivery.delivery_id, userId: delivery.user_id, assistantId: delivery.assistant_id }, 'webhook disabled: its receiver answered 410 Gone');
   }
 
   async function drain(): Promise<void> {
