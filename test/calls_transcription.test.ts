@@ -1,8 +1,9 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { SpeechVendors } from '../runtime/config.js';
 import { createLogger } from '../runtime/logger.js';
 import { speechFrame } from './helpers/phone.js';
 import { createOpenAiRealtimeStt } from '../runtime/voice/providers/openaiRealtimeStt.js';
+import { createBatchStt } from '../runtime/voice/providers/openaiTranscribe.js';
 import type { Transcript } from '../runtime/voice/providers/types.js';
 import { startFakeTranscriber, type FakeTranscriber } from './fakes/transcribe.js';
 import { LONG_GREETING, callIn, endedCall, voiceSetup } from './helpers/voice.js';
@@ -20,6 +21,10 @@ import { Conditions } from './helpers/conditions.js';
  *    interruption); "wait, stop please" makes the interruption stand.
  * 4. azure: an Azure OpenAI deployment's URL with `api-version` and `api-key`.
  * 5. not configured: the `dev` transcriber serves, with the warning.
+ * 5a. the batch adapter alone: with secondary languages a Whisper model is asked for
+ *    `verbose_json` and no language, and the language it heard reaches hearing (a gpt-4o model
+ *    gets `json`); speech longer than 30 s goes in pieces, the first piece's words an interim
+ *    transcript; a server that hangs gives an empty final after the request's time limit.
  * 6. realtime: a transcription session (model, pcm16, no server turn detection, language); interim
  *    transcripts word by word, then the final, reach the call's hearing; the call answers the words.
  */
@@ -145,6 +150,62 @@ t.test('not configured: the dev transcriber serves the openai transcriber, and s
   phone.phone.hangUp();
   t.match((await endedCall(s, callId)).transcript, /\nuser: Hello there\.\n/);
   t.match(lines.find((line) => line.msg === 'speech provider not configured; the dev provider serves it'), { kind: 'transcriber', provider: 'openai' });
+});
+
+/** The batch adapter on the fake, opened for `languages`; its transcripts collected. */
+async function batchStream(t: Test, model: string, languages: string[], timeoutMs?: number) {
+  const fake = await startFakeTranscriber(t, { openai: KEY });
+  const got: Transcript[] = [];
+  const arrived = new Conditions();
+  const stt = createBatchStt({ name: 'openai', endpoint: `${fake.baseUrl}/audio/transcriptions`, headers: { authorization: `Bearer ${KEY}` }, model, ...(timeoutMs ? { timeoutMs } : {}) }, createLogger('silent'));
+  const stream = stt.open({
+    callId: 1,
+    languages,
+    onTranscript: (transcript) => {
+      got.push(transcript);
+      arrived.changed();
+    },
+    onError: (error) => t.fail(error.message),
+  });
+  t.teardown(() => stream.close());
+  const speak = (frames: number) => {
+    for (let i = 0; i < frames; i++) stream.write(speechFrame(i), true);
+    for (let i = 0; i < 25; i++) stream.write(new Int16Array(320), false);
+  };
+  return { fake, got, stream, speak, final: () => arrived.until(() => got.some((g) => g.final)), interim: () => arrived.until(() => got.some((g) => !g.final)) };
+}
+
+t.test('batch alone: languages, long speech in pieces, a server that hangs', async (t) => {
+  const whisper = await batchStream(t, 'whisper-1', ['de', 'en']);
+  whisper.fake.utterances.push('Do you speak English?');
+  whisper.speak(40);
+  whisper.stream.finalize();
+  await whisper.final();
+  t.same(whisper.fake.requests[0]!.fields, { model: 'whisper-1', response_format: 'verbose_json' }, 'no language: the server detects it');
+  t.same(whisper.got, [{ text: 'Do you speak English?', final: true, language: 'en' }], "OpenAI's language name as the call's code");
+
+  const gpt = await batchStream(t, 'gpt-4o-mini-transcribe', ['de', 'en']);
+  gpt.speak(40);
+  gpt.stream.finalize();
+  await gpt.final();
+  t.same(gpt.fake.requests[0]!.fields, { model: 'gpt-4o-mini-transcribe', response_format: 'json' }, 'gpt-4o models answer json only');
+
+  const long = await batchStream(t, 'whisper-1', ['en']);
+  long.fake.utterances.push('First half,', 'second half.');
+  long.speak(1_500 + 100);
+  await long.interim();
+  t.same(long.got, [{ text: 'First half,', final: false }], '30 s of speech: the first piece sent, its words an interim transcript');
+  long.stream.finalize();
+  await long.final();
+  t.same(long.got.at(-1), { text: 'First half, second half.', final: true }, 'one final for the whole utterance');
+  t.ok(long.fake.requests[0]!.file.wav.durationMs <= 30_000, 'no piece longer than 30 s');
+
+  const hung = await batchStream(t, 'whisper-1', ['en'], 300);
+  hung.fake.stall = true;
+  hung.speak(40);
+  hung.stream.finalize();
+  await hung.final();
+  t.same(hung.got, [{ text: '', final: true }], 'given up after its time limit: the utterance has no words');
 });
 
 t.test('realtime: interim transcripts word by word, then the final, from a transcription session', async (t) => {

@@ -52,6 +52,8 @@ export interface FakeTranscriber {
   readonly realtimeHeaders: Array<IncomingMessage['headers']>;
   /** Milliseconds of audio appended to realtime sessions. */
   appendedMs: number;
+  /** Transcription requests are taken and never answered (a server that hangs). */
+  stall: boolean;
   /** Resolves once `count` transcription requests have been answered. */
   answered(count: number): Promise<void>;
   /** Resolves once a realtime client event of `type` has arrived. */
@@ -114,6 +116,7 @@ export async function startFakeTranscriber(t: Test, keys: { openai?: string; azu
     realtimeEvents: [],
     realtimeHeaders: [],
     appendedMs: 0,
+    stall: false,
     answered: (count) => arrivals.until(() => answers >= count),
     realtimeSent: (type) => arrivals.until(() => fake.realtimeEvents.some((e) => e.type === type)),
   };
@@ -151,6 +154,7 @@ export async function startFakeTranscriber(t: Test, keys: { openai?: string; azu
       const wav = readWav(file.data);
       if (typeof wav === 'string') return refuse(`invalid file: ${wav}`);
       fake.requests.push({ path: url.pathname + url.search, headers: req.headers, fields, file: { filename: file.filename!, contentType: file.contentType ?? '', wav } });
+      if (fake.stall) return;
       const text = next();
       const format = fields.response_format ?? 'json';
       if (format === 'json') return answer(200, JSON.stringify({ text, usage: { type: 'duration', seconds: Math.ceil(wav.durationMs / 1000) } }));
