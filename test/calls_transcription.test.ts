@@ -26,7 +26,9 @@ import { Conditions } from './helpers/conditions.js';
  *    gets `json`); speech longer than 30 s goes in pieces, the first piece's words an interim
  *    transcript; a server that hangs gives an empty final after the request's time limit.
  * 6. realtime: a transcription session (model, pcm16, no server turn detection, language); interim
- *    transcripts word by word, then the final, reach the call's hearing; the call answers the words.
+ *    transcripts word by word, then the final, reach the call's hearing; the call answers the words;
+ *    words over the greeting make the interruption stand; a refused key fails the call (as a
+ *    Deepgram stream that cannot open does), logged, and the process serves on.
  */
 
 const KEY = 'sk-transcribe-right';
@@ -252,4 +254,31 @@ t.test('realtime: a call answers the words of a realtime transcription', async (
   const call = await endedCall(s, callId);
   t.equal(fake.realtimeHeaders.length, 1, 'one session per call');
   t.match(call.transcript, /\nuser: What are your opening hours\?\nassistant: Thanks for your message\. You wrote: "What are your opening hours\?"$/);
+});
+
+t.test('realtime: words over the greeting interrupt it; a refused key fails the call, logged', async (t) => {
+  const fake = await startFakeTranscriber(t, { openai: KEY });
+  const s = await voiceSetup(t, { transcriber_provider_id: TRANSCRIBER.openai, initial_message: LONG_GREETING }, { config: openaiTranscribe(fake, { model: 'gpt-4o-transcribe', mode: 'realtime' }) });
+  fake.utterances.push('Wait, stop please.');
+  const { phone, callId } = await callIn(s);
+  await phone.until(() => phone.heard.speechFrames > 50, 3_000, 'a second of greeting');
+  await phone.talk(800);
+  const cleared = phone.heard.speechFrames;
+  await phone.until(() => phone.heard.speechFrames > cleared + 10, 8_000, 'the answer');
+  await phone.untilAgentDone();
+  phone.phone.hangUp();
+  const call = await endedCall(s, callId);
+  const heard = greetingLine(call.transcript);
+  t.ok(heard.length > 0 && heard.length < LONG_GREETING.length, `the greeting cut where it was heard: "${heard}"`);
+  t.match(call.transcript, /\nuser: Wait, stop please\.\nassistant: Thanks for your message\. You wrote: "Wait, stop please\."$/);
+  const metrics = String((await s.api.request('GET', '//metrics')).body);
+  t.match(metrics, /call_interruptions_total\{mode="pipeline"\} 1/, 'an interruption that stood');
+
+  const lines: Array<Record<string, any>> = [];
+  const refused = await voiceSetup(t, { transcriber_provider_id: TRANSCRIBER.openai }, { config: openaiTranscribe(fake, { apiKey: 'sk-wrong-key', mode: 'realtime' }), logTo: (line) => lines.push(line) });
+  const second = await callIn(refused);
+  await second.phone.until(() => second.phone.closed, 5_000, 'the end of the call');
+  t.match(await endedCall(refused, second.callId), { status: 'failed' });
+  t.match(lines.find((line) => line.msg === 'transcriber failed'), { err: { message: /401/ } });
+  t.equal((await fetch(`${refused.api.origin}/health`)).status, 200, 'the process is still serving');
 });
