@@ -25,6 +25,68 @@ export interface RealtimeTranscriberSettings {
 /** OpenAI refuses to commit less audio than this. */
 const MIN_COMMIT_MS = 100;
 
+/**
+ * The pieces of the caller's speech committed to the session, from their commit to their
+ * transcript: a commit's item id comes with `input_audio_buffer.committed` (in commit order), its
+ * words with the transcription events of that item.
+ */
+class CommittedPieces {
+  /** Commits sent and not yet acknowledged, oldest first, by the `event_id` they were sent with. */
+  private readonly committing: Array<{ eventId: string; segment: Segment; at: number }> = [];
+  private readonly items = new Map<string, { segment: Segment; at: number }>();
+  private commits = 0;
+
+  constructor(
+    private readonly transcript: SegmentedTranscript,
+    private readonly warn: (fields: Record<string, unknown>, message: string) => void,
+    private readonly took: (ms: number) => void,
+  ) {}
+
+  /** A piece about to be committed: the `event_id` to send its commit with. */
+  commit(): string {
+    const eventId = `commit_${++this.commits}`;
+    this.committing.push({ eventId, segment: this.transcript.segment(), at: performance.now() });
+    return eventId;
+  }
+
+  /** One server event of the session. */
+  handle(message: Record<string, any>): void {
+    const itemId = String(message.item_id ?? '');
+    const item = this.items.get(itemId);
+    switch (message.type) {
+      case 'input_audio_buffer.committed': {
+        const pending = this.committing.shift();
+        if (pending) this.items.set(itemId, pending);
+        return;
+      }
+      case 'conversation.item.input_audio_transcription.delta':
+        if (item && typeof message.delta === 'string') this.transcript.update(item.segment, item.segment.text + message.delta, false);
+        return;
+      case 'conversation.item.input_audio_transcription.completed':
+        if (!item) return;
+        this.items.delete(itemId);
+        this.took(performance.now() - item.at);
+        this.transcript.update(item.segment, typeof message.transcript === 'string' ? message.transcript : item.segment.text, true);
+        return;
+      case 'conversation.item.input_audio_transcription.failed':
+        if (!item) return;
+        this.items.delete(itemId);
+        this.warn({ code: objectOr(message.error).code }, 'transcription of an utterance failed; it has no words');
+        this.transcript.update(item.segment, '', true);
+        return;
+      case 'error': {
+        const error = objectOr(message.error);
+        this.warn({ code: error.code, type: error.type }, 'the realtime transcription refused an event');
+        // A refused commit (too little audio) never gets its item: its piece has no words.
+        const index = this.committing.findIndex((c) => c.eventId === error.event_id);
+        if (index >= 0) this.transcript.update(this.committing.splice(index, 1)[0]!.segment, '', true);
+        return;
+      }
+      default:
+    }
+  }
+}
+
 export function createOpenAiRealtimeStt(settings: RealtimeTranscriberSettings, logger: Logger, probe?: FirstByteProbe): SttProvider {
   return {
     name: 'openai',
@@ -37,10 +99,11 @@ export function createOpenAiRealtimeStt(settings: RealtimeTranscriberSettings, l
       const up = new Resampler(SAMPLE_RATE, 24_000);
       const gate = new SpeechGate();
       const transcript = new SegmentedTranscript((t) => options.onTranscript(t));
-      /** Commits sent and not yet acknowledged, oldest first, by the `event_id` they were sent with. */
-      const committing: Array<{ eventId: string; segment: Segment; at: number }> = [];
-      const items = new Map<string, { segment: Segment; at: number }>();
-      let commits = 0;
+      const pieces = new CommittedPieces(
+        transcript,
+        (fields, message) => logger.warn({ callId: options.callId, provider: 'openai', ...fields }, message),
+        (ms) => probe?.('stt', 'openai', ms),
+      );
       let closed = false;
       let bufferedMs = 0;
       let bufferedSpeech = false;
@@ -52,60 +115,16 @@ export function createOpenAiRealtimeStt(settings: RealtimeTranscriberSettings, l
         else if (socket.readyState === WebSocket.CONNECTING && queue.length < 2_000) queue.push(text);
       };
       const commit = () => {
-        const eventId = `commit_${++commits}`;
-        committing.push({ eventId, segment: transcript.segment(), at: performance.now() });
-        send({ type: 'input_audio_buffer.commit', event_id: eventId });
+        send({ type: 'input_audio_buffer.commit', event_id: pieces.commit() });
         bufferedMs = 0;
         bufferedSpeech = false;
       };
-      const settle = (segment: Segment, text: string) => transcript.update(segment, text, true);
       const fail = (error: Error) => {
         const wasClosed = closed;
         closed = true;
         socket.terminate();
         if (!wasClosed) options.onError(error);
       };
-
-      function handle(message: Record<string, any>): void {
-        switch (message.type) {
-          case 'input_audio_buffer.committed': {
-            const pending = committing.shift();
-            if (pending) items.set(String(message.item_id ?? ''), pending);
-            return;
-          }
-          case 'conversation.item.input_audio_transcription.delta': {
-            const item = items.get(String(message.item_id ?? ''));
-            if (!item || typeof message.delta !== 'string') return;
-            transcript.update(item.segment, item.segment.text + message.delta, false);
-            return;
-          }
-          case 'conversation.item.input_audio_transcription.completed': {
-            const item = items.get(String(message.item_id ?? ''));
-            if (!item) return;
-            items.delete(String(message.item_id));
-            probe?.('stt', 'openai', performance.now() - item.at);
-            settle(item.segment, typeof message.transcript === 'string' ? message.transcript : item.segment.text);
-            return;
-          }
-          case 'conversation.item.input_audio_transcription.failed': {
-            const item = items.get(String(message.item_id ?? ''));
-            if (!item) return;
-            items.delete(String(message.item_id));
-            logger.warn({ callId: options.callId, provider: 'openai', code: objectOr(message.error).code }, 'transcription of an utterance failed; it has no words');
-            settle(item.segment, '');
-            return;
-          }
-          case 'error': {
-            const error = objectOr(message.error);
-            logger.warn({ callId: options.callId, provider: 'openai', code: error.code, type: error.type }, 'the realtime transcription refused an event');
-            // A refused commit (too little audio) never gets its item: its piece has no words.
-            const index = committing.findIndex((c) => c.eventId === error.event_id);
-            if (index >= 0) settle(committing.splice(index, 1)[0]!.segment, '');
-            return;
-          }
-          default:
-        }
-      }
 
       send({
         type: 'transcription_session.update',
@@ -122,7 +141,7 @@ export function createOpenAiRealtimeStt(settings: RealtimeTranscriberSettings, l
         if (isBinary || closed) return;
         vendorMessage(() => {
           const message = parseObject(data);
-          if (message) handle(message);
+          if (message) pieces.handle(message);
         }, fail);
       });
       socket.on('error', (error) => fail(error));
