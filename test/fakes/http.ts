@@ -4,16 +4,13 @@ import type { Test } from 'tap';
 
 /**
  * Serves a vendor's fake on an ephemeral port of 127.0.0.1 until the test ends: `handle` gets each
- * request once its whole body has arrived (`raw` as text, `body` as bytes). @returns the server's origin.
+ * request once its whole body (`raw`, as text) has arrived. @returns the server's origin.
  */
-export async function serveFake(t: Test, handle: (req: IncomingMessage, res: ServerResponse, raw: string, body: Buffer) => void): Promise<string> {
+export async function serveFake(t: Test, handle: (req: IncomingMessage, res: ServerResponse, raw: string) => void): Promise<string> {
   const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      handle(req, res, body.toString(), body);
-    });
+    let raw = '';
+    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
+    req.on('end', () => handle(req, res, raw));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
