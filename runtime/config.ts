@@ -120,7 +120,7 @@ export interface Config {
    * @defaultValue false
    */
   readonly acceptUnsignedCarrierWebhooks: boolean;
-  /** Speech vendors with a key (DEEPGRAM_*, ELEVENLABS_*, OPENAI_* for TTS and realtime); others are served by `dev`. */
+  /** Speech vendors with a key (DEEPGRAM_*, ELEVENLABS_*, OPENAI_* for TTS, transcription and realtime, AZURE_OPENAI_* for transcription); others are served by `dev`. */
   readonly speech: SpeechVendors;
   /** CALCOM_API_URL: the Cal.com API for the calendar tool. @defaultValue https://api.cal.com */
   readonly calendarApiUrl: string;
@@ -149,6 +149,15 @@ export interface SpeechVendors {
   readonly deepgram?: { readonly apiKey: string; readonly url: string; readonly keepAliveMs?: number };
   readonly elevenlabs?: { readonly apiKey: string; readonly url: string };
   readonly openai?: { readonly apiKey: string; readonly url: string; readonly realtimeUrl: string };
+  /**
+   * The `openai` transcriber: an OpenAI-compatible `/audio/transcriptions` (OpenAI, Speaches,
+   * whisper.cpp's server, vLLM, LocalAI), one request per utterance (`batch`), or OpenAI's realtime
+   * transcription streaming interim transcripts (`realtime`, the default for `gpt-4o*-transcribe`).
+   * `url` is the API base with its version (`…/v1`); no `apiKey` for a server that asks none.
+   */
+  readonly openaiTranscribe?: { readonly url: string; readonly apiKey?: string; readonly model: string; readonly mode: 'batch' | 'realtime'; readonly realtimeUrl: string };
+  /** The `azure` transcriber: an Azure OpenAI transcription deployment (whisper, gpt-4o-transcribe). */
+  readonly azureTranscribe?: { readonly endpoint: string; readonly apiKey: string; readonly deployment: string; readonly apiVersion: string };
 }
 
 export class ConfigError extends Error {
@@ -316,7 +325,47 @@ function speechConfig(env: Env): SpeechVendors {
     const base = (url(env, 'OPENAI_BASE_URL', ['https:', 'http:']) ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
     vendors.openai = { apiKey: openai, url: base, realtimeUrl: (url(env, 'OPENAI_REALTIME_URL', ['wss:', 'ws:']) ?? `${base.replace(/^http/, 'ws')}/realtime`).replace(/\/+$/, '') };
   }
+  const transcribe = openaiTranscribeConfig(env);
+  if (transcribe) vendors.openaiTranscribe = transcribe;
+  const azure = azureTranscribeConfig(env);
+  if (azure) vendors.azureTranscribe = azure;
   return vendors;
+}
+
+/** Models OpenAI's realtime transcription takes, which stream their words as they come. */
+const REALTIME_TRANSCRIBE_MODEL = /^gpt-4o(-mini)?-transcribe/;
+
+/**
+ * OPENAI_TRANSCRIBE_BASE_URL (+ OPENAI_TRANSCRIBE_API_KEY, OPENAI_TRANSCRIBE_MODEL) points the
+ * `openai` transcriber at a server of one's own; without it, OpenAI itself (or OPENAI_BASE_URL)
+ * with OPENAI_TRANSCRIBE_API_KEY or OPENAI_API_KEY. A key is never sent to a base URL it was not
+ * given with.
+ */
+function openaiTranscribeConfig(env: Env): SpeechVendors['openaiTranscribe'] {
+  const ownUrl = url(env, 'OPENAI_TRANSCRIBE_BASE_URL', ['https:', 'http:']);
+  const apiKey = ownUrl ? text(env, 'OPENAI_TRANSCRIBE_API_KEY') : text(env, 'OPENAI_TRANSCRIBE_API_KEY') ?? text(env, 'OPENAI_API_KEY');
+  if (!ownUrl && !apiKey) return undefined;
+  const model = text(env, 'OPENAI_TRANSCRIBE_MODEL');
+  // A server of one's own serves models by its own names (whisper.cpp's ignores it, but Speaches and vLLM do not).
+  if (ownUrl && !model) throw new ConfigError('OPENAI_TRANSCRIBE_MODEL', "must be set with OPENAI_TRANSCRIBE_BASE_URL: the model id the server transcribes with (for whisper.cpp's server, any name)");
+  const chosen = model ?? 'gpt-4o-mini-transcribe';
+  const base = (ownUrl ?? url(env, 'OPENAI_BASE_URL', ['https:', 'http:']) ?? 'https://api.openai.com/v1').replace(/\/+$/, '');
+  const mode = oneOf(env, 'OPENAI_TRANSCRIBE_MODE', ['batch', 'realtime'] as const, REALTIME_TRANSCRIBE_MODEL.test(chosen) ? 'realtime' : 'batch');
+  return { url: base, ...(apiKey ? { apiKey } : {}), model: chosen, mode, realtimeUrl: `${base.replace(/^http/, 'ws')}/realtime` };
+}
+
+/**
+ * AZURE_OPENAI_ENDPOINT + AZURE_OPENAI_API_KEY + AZURE_OPENAI_TRANSCRIBE_DEPLOYMENT (all three or
+ * none; + AZURE_OPENAI_API_VERSION): the `azure` transcriber on an Azure OpenAI deployment.
+ */
+function azureTranscribeConfig(env: Env): SpeechVendors['azureTranscribe'] {
+  const names = ['AZURE_OPENAI_ENDPOINT', 'AZURE_OPENAI_API_KEY', 'AZURE_OPENAI_TRANSCRIBE_DEPLOYMENT'] as const;
+  const endpoint = url(env, names[0], ['https:', 'http:']);
+  const [apiKey, deployment] = [text(env, names[1]), text(env, names[2])];
+  if (!endpoint && !apiKey && !deployment) return undefined;
+  const missing = names.find((name) => !text(env, name));
+  if (missing) throw new ConfigError(missing, `must be set with ${names.filter((name) => name !== missing).join(' and ')}`);
+  return { endpoint: endpoint!.replace(/\/+$/, ''), apiKey: apiKey!, deployment: deployment!, apiVersion: text(env, 'AZURE_OPENAI_API_VERSION') ?? '2024-06-01' };
 }
 
 function callPresenceConfig(env: Env): Config['callPresence'] {

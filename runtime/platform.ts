@@ -216,7 +216,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     pool: db,
     catalog,
     llm,
-    speech: createSpeechRegistry(config, voiceLogger, speechAdapters(config.speech, (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms)), options.speech),
+    speech: createSpeechRegistry(config, voiceLogger, speechAdapters(config.speech, voiceLogger, (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms)), options.speech),
     knowledge,
     outbound,
     carriers,

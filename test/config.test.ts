@@ -4,8 +4,10 @@
  * 2. explicit values are taken and PUBLIC_URL loses a trailing slash; Telnyx's credentials come
  *    together or not at all, its webhook key on its own; Plivo's auth id needs its token, the
  *    token alone checks webhook signatures.
- * 3. each bad value fails with one line naming the variable, and never echoes a password.
- * 4. the server entry exits 1 with that line on a bad value.
+ * 3. transcription: OPENAI_API_KEY alone is OpenAI's realtime transcription; a base URL of one's
+ *    own (with its model) is batch and never gets OpenAI's key; Azure's three variables together.
+ * 4. each bad value fails with one line naming the variable, and never echoes a password.
+ * 5. the server entry exits 1 with that line on a bad value.
  */
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
@@ -62,6 +64,20 @@ t.test('Plivo: auth id and token together; the token alone checks signatures', a
   t.equal(loadConfig({ PLIVO_AUTH_ID: 'MA1', PLIVO_AUTH_TOKEN: 'secret', PLIVO_API_URL: 'http://127.0.0.1:9000/' }).plivo?.apiUrl, 'http://127.0.0.1:9000');
   const tokenOnly = loadConfig({ PLIVO_AUTH_TOKEN: 'secret' });
   t.same([tokenOnly.plivo, tokenOnly.plivoAuthToken], [undefined, 'secret']);
+});
+
+t.test('transcription: OpenAI with its key, or a server of one\'s own by its base URL; Azure OpenAI by its deployment', async (t) => {
+  t.equal(loadConfig({}).speech.openaiTranscribe, undefined, 'none without a key or a base URL: the dev transcriber');
+  t.same(loadConfig({ OPENAI_API_KEY: 'sk-1' }).speech.openaiTranscribe, { url: 'https://api.openai.com/v1', apiKey: 'sk-1', model: 'gpt-4o-mini-transcribe', mode: 'realtime', realtimeUrl: 'wss://api.openai.com/v1/realtime' }, 'OPENAI_API_KEY alone: realtime transcription');
+  t.match(loadConfig({ OPENAI_API_KEY: 'sk-1', OPENAI_TRANSCRIBE_API_KEY: 'sk-2', OPENAI_TRANSCRIBE_MODEL: 'whisper-1' }).speech.openaiTranscribe, { apiKey: 'sk-2', model: 'whisper-1', mode: 'batch' }, 'a key of its own; whisper-1 is batch');
+  t.match(loadConfig({ OPENAI_API_KEY: 'sk-1', OPENAI_TRANSCRIBE_MODE: 'batch' }).speech.openaiTranscribe, { model: 'gpt-4o-mini-transcribe', mode: 'batch' });
+  const own = loadConfig({ OPENAI_API_KEY: 'sk-1', OPENAI_TRANSCRIBE_BASE_URL: 'http://speaches:8000/v1/', OPENAI_TRANSCRIBE_MODEL: 'Systran/faster-whisper-small' }).speech.openaiTranscribe;
+  t.same(own, { url: 'http://speaches:8000/v1', model: 'Systran/faster-whisper-small', mode: 'batch', realtimeUrl: 'ws://speaches:8000/v1/realtime' }, "a server of one's own gets no key it was not given with");
+  t.equal(loadConfig({ OPENAI_TRANSCRIBE_BASE_URL: 'http://whisper:8080/v1', OPENAI_TRANSCRIBE_MODEL: 'whisper-1', OPENAI_TRANSCRIBE_API_KEY: 'local' }).speech.openaiTranscribe?.apiKey, 'local');
+  t.throws(() => loadConfig({ OPENAI_TRANSCRIBE_BASE_URL: 'http://speaches:8000/v1' }), /^Invalid OPENAI_TRANSCRIBE_MODEL: must be set with OPENAI_TRANSCRIBE_BASE_URL/);
+  t.throws(() => loadConfig({ OPENAI_API_KEY: 'sk-1', OPENAI_TRANSCRIBE_MODE: 'stream' }), /^Invalid OPENAI_TRANSCRIBE_MODE: expected one of batch, realtime/);
+  t.same(loadConfig({ AZURE_OPENAI_ENDPOINT: 'https://res.openai.azure.com/', AZURE_OPENAI_API_KEY: 'az', AZURE_OPENAI_TRANSCRIBE_DEPLOYMENT: 'whisper' }).speech.azureTranscribe, { endpoint: 'https://res.openai.azure.com', apiKey: 'az', deployment: 'whisper', apiVersion: '2024-06-01' });
+  t.throws(() => loadConfig({ AZURE_OPENAI_ENDPOINT: 'https://res.openai.azure.com', AZURE_OPENAI_API_KEY: 'az' }), /^Invalid AZURE_OPENAI_TRANSCRIBE_DEPLOYMENT: must be set with AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY$/);
 });
 
 t.test('bad values name the variable', async (t) => {

@@ -10,7 +10,8 @@ import type { CallSpec } from '../runtime/voice/spec.js';
  * The caller's side of a call alone, on scripted timelines of 20 ms frames and transcripts, with
  * no socket, no server and no model (the way LiveKit tests its endpointing):
  * 1. End of turn: `endpoint_sensitivity` of silence after the caller's last loud frame, not a frame
- *    sooner; the turn waits for its final transcript (up to 1.5 s), and silence alone is no turn.
+ *    sooner; the turn waits for its final transcript (up to 1.5 s, or as long as the transcriber
+ *    asks), and silence alone is no turn.
  * 2. Barge-in: after `interrupt_sensitivity` of speech over the agent it pauses (short dips between
  *    its words count), not sooner; the
  *    interruption stands at the caller's first word; never while the agent is only thinking, nor
@@ -37,12 +38,16 @@ interface Heard {
   resumes: number[];
 }
 
-/** A hearing on a manual clock with a scripted transcriber; the agent's state is the test's to set. */
-function rig(overrides: Partial<CallSpec> = {}) {
+/**
+ * A hearing on a manual clock with a scripted transcriber (waiting `finalWaitMs` for its finals
+ * when given); the agent's state is the test's to set.
+ */
+function rig(overrides: Partial<CallSpec> = {}, finalWaitMs?: number) {
   const clock = new ManualClock(0);
   let transcriber: SttOptions | undefined;
   const stt: SttProvider = {
     name: 'script',
+    ...(finalWaitMs === undefined ? {} : { finalWaitMs }),
     open(options) {
       transcriber = options;
       return { write: () => {}, finalize: () => {}, close: () => {} };
@@ -141,6 +146,21 @@ t.test('end of turn: the configured silence after the last loud frame, and the f
   r.say('uh', false);
   r.silence(2_200);
   t.equal(r.heard.turns.length, 2, 'an utterance without final words is no turn');
+});
+
+t.test("a transcriber that asks for longer (a batch request) has its final waited for that long", async (t) => {
+  const r = rig({}, 6_000);
+  r.speak(600);
+  r.silence(500);
+  r.silence(4_000);
+  t.same(r.heard.turns, [], 'no words yet, 4 s after the end of the turn: still waiting');
+  r.say('Can I pay by card?');
+  t.equal(r.heard.turns.at(-1)?.text, 'Can I pay by card?', 'the words make the turn');
+  r.speak(600);
+  r.silence(500 + 6_000);
+  r.say('too late');
+  r.silence(600);
+  t.equal(r.heard.turns.length, 1, 'after its wait the utterance settled without words');
 });
 
 t.test('barge-in: after interrupt_sensitivity of speech over the agent, never sooner, never while it thinks', async (t) => {

@@ -49,6 +49,8 @@ t.test('configured providers and switches are said as they are', async (t) => {
     metrics: 'token required',
     shutdownGraceSeconds: 45,
   });
+  const transcribing = startupFacts(loadConfig({ OPENAI_TRANSCRIBE_BASE_URL: 'http://whisper:8080/v1', OPENAI_TRANSCRIBE_MODEL: 'whisper-1', AZURE_OPENAI_ENDPOINT: 'https://res.openai.azure.com', AZURE_OPENAI_API_KEY: 'az', AZURE_OPENAI_TRANSCRIBE_DEPLOYMENT: 'whisper' }), 'https://voice.example.com', undefined);
+  t.match(transcribing, { providers: ['transcription: openai, azure'] }, 'the openai and azure transcribers served for real once configured');
   const block = startupBlock(facts);
   t.match(block, /^Assistant Platform listening on https:\/\/voice\.example\.com\n/);
   t.match(block, /API reference +https:\/\/voice\.example\.com\/api\/docs/);

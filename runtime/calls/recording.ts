@@ -2,7 +2,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { link, mkdir, open, readFile, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { FRAME_SAMPLES, SAMPLE_RATE } from '../voice/audio.js';
+import { FRAME_SAMPLES, SAMPLE_RATE, WAV_HEADER_BYTES, wavHeader } from '../voice/audio.js';
 
 /**
  * Call recordings: a stereo WAV (caller left, agent right, PCM16 16 kHz) written while the call
@@ -12,28 +12,13 @@ import { FRAME_SAMPLES, SAMPLE_RATE } from '../voice/audio.js';
  * kept in DATA_DIR.
  */
 
-const HEADER_BYTES = 44;
+const HEADER_BYTES = WAV_HEADER_BYTES;
 const BATCH_FRAMES = 10;
 /** Frames waiting for their tick; more than this (a burst) drops the oldest. */
 const MAX_PENDING = 50;
 
-function header(dataBytes: number): Buffer {
-  const out = Buffer.alloc(HEADER_BYTES);
-  out.write('RIFF', 0, 'ascii');
-  out.writeUInt32LE(36 + dataBytes, 4);
-  out.write('WAVE', 8, 'ascii');
-  out.write('fmt ', 12, 'ascii');
-  out.writeUInt32LE(16, 16);
-  out.writeUInt16LE(1, 20);
-  out.writeUInt16LE(2, 22);
-  out.writeUInt32LE(SAMPLE_RATE, 24);
-  out.writeUInt32LE(SAMPLE_RATE * 4, 28);
-  out.writeUInt16LE(4, 32);
-  out.writeUInt16LE(16, 34);
-  out.write('data', 36, 'ascii');
-  out.writeUInt32LE(dataBytes, 40);
-  return out;
-}
+/** The recording is stereo: the caller left, the agent right. */
+const header = (dataBytes: number) => wavHeader(dataBytes, 2);
 
 export class WavRecorder {
   private stream: WriteStream | undefined;

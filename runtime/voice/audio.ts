@@ -155,6 +155,28 @@ export function samplesToBytes(samples: Int16Array): Buffer {
   return Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
 }
 
+/** Bytes of the canonical WAV header `wavHeader` writes. */
+export const WAV_HEADER_BYTES = 44;
+
+/** The 44-byte header of a PCM16 WAV file holding `dataBytes` of interleaved samples. */
+export function wavHeader(dataBytes: number, channels: 1 | 2, rate = SAMPLE_RATE): Buffer {
+  const out = Buffer.alloc(WAV_HEADER_BYTES);
+  out.write('RIFF', 0, 'ascii');
+  out.writeUInt32LE(36 + dataBytes, 4);
+  out.write('WAVE', 8, 'ascii');
+  out.write('fmt ', 12, 'ascii');
+  out.writeUInt32LE(16, 16);
+  out.writeUInt16LE(1, 20);
+  out.writeUInt16LE(channels, 22);
+  out.writeUInt32LE(rate, 24);
+  out.writeUInt32LE(rate * 2 * channels, 28);
+  out.writeUInt16LE(2 * channels, 32);
+  out.writeUInt16LE(16, 34);
+  out.write('data', 36, 'ascii');
+  out.writeUInt32LE(dataBytes, 40);
+  return out;
+}
+
 /** Adds `source × gain` into `target` with clipping. */
 export function mixInto(target: Int16Array, source: Int16Array, gain = 1): void {
   const n = Math.min(target.length, source.length);

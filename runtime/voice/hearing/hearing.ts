@@ -46,7 +46,7 @@ export interface HearingHooks {
   failed(kind: 'transcriber', error: Error): void;
 }
 
-/** Time a final transcript may take after the end of a turn before the turn settles without it. */
+/** Time a final transcript may take after the end of a turn before the turn settles without it (unless the transcriber says otherwise: `SttProvider.finalWaitMs`). */
 const FINAL_TRANSCRIPT_WAIT_MS = 1_500;
 /** Keys are collected until this pause, then reach the model as text. */
 const DTMF_WAIT_MS = 1_500;
@@ -262,7 +262,7 @@ export class Hearing {
       else this.hooks.turn(text, { since: this.lastSpeechAt, silence });
     };
     if (this.finals.length > 0 && this.interim === '') return settle();
-    this.awaitingFinal = this.clock.setTimeout(settle, FINAL_TRANSCRIPT_WAIT_MS);
+    this.awaitingFinal = this.clock.setTimeout(settle, this.spec.stt?.finalWaitMs ?? FINAL_TRANSCRIPT_WAIT_MS);
     this.settleFinal = settle;
   }
 

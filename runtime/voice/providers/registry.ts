@@ -4,6 +4,8 @@ import { createDeepgramStt } from './deepgram.js';
 import { createDevRealtime, createDevStt, createDevTts, type TranscriptScript } from './dev.js';
 import { createElevenLabsTts } from './elevenlabs.js';
 import { createOpenAiRealtime } from './openaiRealtime.js';
+import { createOpenAiRealtimeStt } from './openaiRealtimeStt.js';
+import { createBatchStt } from './openaiTranscribe.js';
 import { createOpenAiTts } from './openaiTts.js';
 import type { FirstByteProbe, RealtimeProvider, SttProvider, TtsProvider } from './types.js';
 
@@ -29,16 +31,32 @@ export interface SpeechAdapters {
 }
 
 /** The vendor adapters that have keys configured, by catalog provider code. */
-export function speechAdapters(vendors: SpeechVendors, probe?: FirstByteProbe): SpeechAdapters {
-  const { deepgram, elevenlabs, openai } = vendors;
+export function speechAdapters(vendors: SpeechVendors, logger: Logger, probe?: FirstByteProbe): SpeechAdapters {
+  const { deepgram, elevenlabs, openai, openaiTranscribe, azureTranscribe } = vendors;
   return {
-    stt: deepgram ? { deepgram: () => createDeepgramStt(deepgram, probe) } : {},
+    stt: {
+      ...(deepgram ? { deepgram: () => createDeepgramStt(deepgram, probe) } : {}),
+      ...(openaiTranscribe ? { openai: () => openaiStt(openaiTranscribe, logger, probe) } : {}),
+      ...(azureTranscribe ? { azure: () => azureStt(azureTranscribe, logger, probe) } : {}),
+    },
     tts: {
       ...(elevenlabs ? { elevenlabs: () => createElevenLabsTts(elevenlabs, probe) } : {}),
       ...(openai ? { openai: () => createOpenAiTts(openai, probe) } : {}),
     },
     realtime: openai ? { openai: () => createOpenAiRealtime(openai, probe) } : {},
   };
+}
+
+function openaiStt(settings: NonNullable<SpeechVendors['openaiTranscribe']>, logger: Logger, probe?: FirstByteProbe): SttProvider {
+  if (settings.mode === 'realtime') return createOpenAiRealtimeStt({ realtimeUrl: settings.realtimeUrl, model: settings.model, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}) }, logger, probe);
+  const headers: Record<string, string> = settings.apiKey ? { authorization: `Bearer ${settings.apiKey}` } : {};
+  return createBatchStt({ name: 'openai', endpoint: `${settings.url}/audio/transcriptions`, headers, model: settings.model }, logger, probe);
+}
+
+/** An Azure OpenAI deployment speaks the same `/audio/transcriptions`, under its own URL, with an `api-key` header. */
+function azureStt(settings: NonNullable<SpeechVendors['azureTranscribe']>, logger: Logger, probe?: FirstByteProbe): SttProvider {
+  const endpoint = `${settings.endpoint}/openai/deployments/${encodeURIComponent(settings.deployment)}/audio/transcriptions?api-version=${encodeURIComponent(settings.apiVersion)}`;
+  return createBatchStt({ name: 'azure', endpoint, headers: { 'api-key': settings.apiKey }, model: settings.deployment }, logger, probe);
 }
 
 export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}) {

@@ -40,6 +40,12 @@ export interface SttOptions {
 
 export interface SttProvider {
   readonly name: string;
+  /**
+   * How long, in milliseconds, a final transcript may take after `finalize` before the turn
+   * settles without it; hearing's default (1.5 s) when absent. A transcriber that only starts on
+   * an utterance once it is over (a batch request) needs longer.
+   */
+  readonly finalWaitMs?: number;
   /** Opens a stream; providers with sockets connect now so the first frame is not delayed. */
   open(options: SttOptions): SttStream;
 }
