@@ -54,7 +54,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...assistantRoutes(services.assistants),
     ...phoneNumberRoutes(services.phoneNumbers),
     ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),
-    ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
+    ...widgetRoutes((uuid) => services.conversations.widgetOf(uuid)),
     ...callRoutes(services.calls, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),
