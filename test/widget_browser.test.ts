@@ -4,7 +4,8 @@
  * 1. assets: widget.js is JavaScript, an unknown assistant's page and settings are 404, the page
  *    is sent with a nonce Content-Security-Policy; the settings are the assistant's `widget`
  *    default overridden by valid attributes, invalid ones named in `ignored`; the assistant's
- *    `widget` setting refuses a colour that is not #rgb/#rrggbb and an avatar that is not http(s).
+ *    `widget` setting refuses a colour that is not #rgb/#rrggbb and an avatar that is not http(s),
+ *    and null clears it (the platform's defaults).
  * 2. in Chromium, on a customer page whose script tag (in its <head>) sets title, colour, position
  *    and a greeting teaser: the launcher is in the chosen corner and colour, the teaser shows the
  *    greeting; the panel shows the title, colour and greeting; a message gets the typing
@@ -83,6 +84,10 @@ t.test('assets and settings', async (t) => {
   }
   const shown = await api.request('GET', `/user/assistant/${shop.id}`, { token: owner.token });
   t.same(shown.body.data.widget, { title: 'Shop help', color: '#aa0000', avatar_url: 'https://cdn.example/bot.png' }, 'the stored default is unchanged');
+  const other = await api.assistant(owner.token, { name: 'Other', widget: { color: '#123' } });
+  t.equal((await api.request('PUT', `/user/assistant/${other.id}`, { token: owner.token, body: { widget: null } })).status, 200);
+  const cleared = (await (await fetch(`${api.origin}/widget/${other.uuid}/settings`)).json()) as any;
+  t.match(cleared.data, { title: 'Chat with us', color: '#2f5bea', text_color: '#ffffff', avatar_url: null, position: 'bottom-right', greeting: 'message' }, 'null clears the default');
 });
 
 const skip = existsSync(CHROMIUM) ? false : `browser test skipped: ${CHROMIUM} is not installed (.ci/run installs Debian's chromium)`;

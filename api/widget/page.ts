@@ -19,7 +19,7 @@ function scriptJson(value: unknown): string {
 
 /**
  * The chat page of an assistant with its look decided, and the Content-Security-Policy it is sent
- * with: only its own script and style run (by nonce), it talks only to its own origin, and images
+ * with: only its own script and style run (by nonce), it fetches only from its own origin, and images
  * (the avatar) come only over http(s). Colours are the only settings written into CSS, and only as
  * validated `#rgb`/`#rrggbb`; the title and the avatar reach the page as JSON data, set as text and
  * as an image's `src`.
@@ -46,7 +46,8 @@ ${PANEL_STYLE}</style></head>
     `script-src 'nonce-${nonce}'`,
     `style-src 'nonce-${nonce}'`,
     'img-src http: https: data:',
-    "connect-src 'self'",
+    // 'self' covers the page's own ws(s) origin in CSP 3; older WebKit needs the schemes named.
+    "connect-src 'self' ws: wss:",
     "base-uri 'none'",
     "form-action 'none'",
   ].join('; ');
