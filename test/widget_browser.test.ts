@@ -9,7 +9,7 @@
  * 2. in Chromium, on a customer page whose script tag (in its <head>) sets title, colour, position
  *    and a greeting teaser: the launcher is in the chosen corner and colour, the teaser shows the
  *    greeting; the panel shows the title, colour and greeting; a message gets the typing
- *    indicator while its reply is held back, and the reply without it; the close control and
+ *    indicator while its reply streams (held after its first word), and the whole reply without it; the close control and
  *    Escape close the panel and give the focus back to the launcher (aria-expanded follows);
  *    a reload shows the panel open with the same conversation and its history, once; the platform
  *    stopped and started again on the same database behind the same address (a proxy): the panel
@@ -188,12 +188,13 @@ t.test('a customer page in Chromium', { skip }, async (t) => {
   await chat.locator('#input').waitFor(WAIT);
   await page.waitForFunction(() => document.activeElement?.getAttribute('data-assistant-widget') === 'frame');
 
-  // The typing indicator, while the reply is held back.
+  // The typing indicator while the reply streams (held after its first word), gone with the reply.
   let release!: () => void;
-  fake.scriptChat({ text: 'We ship worldwide within five days.', heldUntil: new Promise<void>((resolve) => (release = resolve)) });
+  fake.scriptChat({ text: 'We ship worldwide within five days.', heldMidway: new Promise<void>((resolve) => (release = resolve)) });
   await chat.locator('#input').fill('Do you ship abroad?');
   await chat.locator('#send').click();
   await chat.locator('.msg.user:not(.pending)', { hasText: 'Do you ship abroad?' }).waitFor(WAIT);
+  await chat.locator('.msg.assistant', { hasText: /^We $/ }).waitFor(WAIT);
   await chat.locator('#typing:not([hidden])').waitFor(WAIT);
   t.equal(await chat.locator('#typing').getAttribute('role'), 'status');
   await shot(t, page, 'typing');
