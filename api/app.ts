@@ -55,7 +55,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...assistantRoutes(services.assistants),
     ...phoneNumberRoutes(services.phoneNumbers),
     ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),
-    ...widgetRoutes((uuid) => services.conversations.assistantExists(uuid)),
+    ...widgetRoutes((uuid) => services.conversations.widgetOf(uuid)),
     ...callRoutes(services.calls, () => runtime.publicUrl()),
     ...ledgerRoutes(services.ledger, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),

@@ -1,5 +1,6 @@
 import { arrayOf, boolean, integer, number, object, oneOf, record, text, url } from './rules.js';
 import { compileSchema } from './validator.js';
+import { widgetRule, type WidgetAppearance } from './widget.js';
 import { ENGINE_MODES } from './catalog.js';
 
 /** Assistant input (spec 2.5, 2.6). One definition serves create (required fields) and update (all optional). */
@@ -75,6 +76,8 @@ export interface AssistantInput {
   post_call_evaluation: boolean;
   post_call_schema: PostCallField[];
   variables: Record<string, string | number | boolean>;
+  /** Not in spec 2.5: the chat widget's default look (see schemas/widget.ts); null for the platform's. */
+  widget: WidgetAppearance | null;
 }
 
 const REQUIRED_ON_CREATE = ['name', 'voice_id', 'language_id', 'type', 'mode', 'timezone', 'initial_message', 'system_prompt'] as const;
@@ -152,6 +155,7 @@ function fields(create: boolean) {
       { optional: true, max: 50 },
     ),
     variables: record({ optional: true }),
+    widget: widgetRule({ optional: true, nullable: true }),
   };
 }
 

@@ -10,6 +10,12 @@
  * 6. sockets closed as soon as they open, before their conversation is found, leave the counts;
  * 7. while the lookup waits (the database busy), a socket may send 8 frames, answered once it is
  *    found; the ninth closes it with 1008.
+ * 8. stored messages carry their id, and a turn is framed by typing events (active before the
+ *    first delta, inactive after the reply);
+ * 9. a socket opened with ?after=<id> is sent the messages stored after it, in order, then
+ *    `synced` with the last id, and live frames after; ?after=0 replays the whole conversation (the
+ *    visitor's view: no function calls), an id that is not a number replays nothing;
+ * 10. an error about a message carries the message's client_id back (a valid one only).
  */
 import pg from 'pg';
 import { sql } from 'slonik';
@@ -35,8 +41,8 @@ interface Client {
   next(match: (frame: any) => boolean): Promise<any>;
 }
 
-async function connect(conversation: string): Promise<Client> {
-  const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}`);
+async function connect(conversation: string, query = ''): Promise<Client> {
+  const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/${conversation}${query}`);
   const frames: any[] = [];
   const waiters: Array<{ match: (f: any) => boolean; resolve: (f: any) => void }> = [];
   socket.on('message', (data) => {
@@ -68,11 +74,17 @@ t.test('two sockets receive the stream', async (t) => {
   a.socket.send(JSON.stringify({ type: 'message', text: 'Hi!' }));
   for (const client of [a, b]) {
     const reply = await client.next((f) => f.type === 'message' && f.role === 'assistant');
-    t.same(reply, { type: 'message', role: 'assistant', content: 'Hello there, friend.', function_calls: [] });
+    t.same(reply, { type: 'message', id: reply.id, role: 'assistant', content: 'Hello there, friend.', function_calls: [] });
+    t.type(reply.id, 'number');
     const deltas = client.frames.filter((f) => f.type === 'delta').map((f) => f.text);
     t.ok(deltas.length >= 2, 'streamed in pieces');
     t.equal(deltas.join(''), 'Hello there, friend.');
-    t.same(client.frames.find((f) => f.type === 'message' && f.role === 'user'), { type: 'message', role: 'user', content: 'Hi!', function_calls: [] });
+    const user = client.frames.find((f) => f.type === 'message' && f.role === 'user');
+    t.same(user, { type: 'message', id: reply.id - 1, role: 'user', content: 'Hi!', function_calls: [] }, 'ids grow with each message');
+    await client.next((f) => f.type === 'typing' && !f.active);
+    const at = (match: (f: any) => boolean) => client.frames.findIndex(match);
+    t.ok(at((f) => f.type === 'typing' && f.active) < at((f) => f.type === 'delta'), 'typing starts before the first delta');
+    t.ok(at((f) => f.type === 'typing' && !f.active) > at((f) => f === reply), 'and ends after the reply');
   }
   fake.scriptChat({ text: 'Via REST.' });
   await api.request('POST', `/conversations/${id}/messages`, { body: { message: 'rest message' } });
@@ -88,8 +100,11 @@ t.test('function calls are not streamed', async (t) => {
   const client = await connect(id);
   fake.scriptChat({ toolCalls: [{ name: 'lookup', arguments: {} }] }, { text: 'The lookup failed.' });
   client.socket.send(JSON.stringify({ type: 'message', text: 'look it up' }));
-  t.same(await client.next((f) => f.type === 'message' && f.role === 'assistant'), { type: 'message', role: 'assistant', content: 'The lookup failed.', function_calls: [] });
+  t.match(await client.next((f) => f.type === 'message' && f.role === 'assistant'), { type: 'message', role: 'assistant', content: 'The lookup failed.', function_calls: [] });
   t.notOk(client.frames.some((f) => f.type === 'function_call'), 'no function_call frame');
+  const replayed = await connect(id, '?after=0');
+  await replayed.next((f) => f.type === 'synced');
+  t.same(replayed.frames.filter((f) => f.type === 'message').map((f) => [f.role, f.content, f.function_calls]), [['assistant', 'Hi', []], ['user', 'look it up', []], ['assistant', 'The lookup failed.', []]], 'a catch-up shows no function calls either');
   const own = (await api.request('GET', `/conversations/${id}`, { token: owner.token })).body.history.at(-1);
   t.match(own.function_calls, [{ name: 'lookup', arguments: {}, result: { error: /private or reserved/ } }], 'the guard refused the endpoint that now resolves to loopback; the model was told, and the owner sees it');
 });
@@ -188,3 +203,48 @@ t.test('frames sent while the conversation is looked up: 8 wait, the ninth close
   t.ok(answers.every((frame) => frame.type === 'error' && /not valid JSON/.test(frame.error)), 'the 8 waiting frames are answered once it is found');
   t.equal(patient.readyState, WebSocket.OPEN);
 });
+
+t.test('a socket catches up from a message id', async (t) => {
+  const id = await conversation();
+  const whole = await connect(id, '?after=0');
+  const synced = await whole.next((f) => f.type === 'synced');
+  const greeting = whole.frames[0];
+  t.match(greeting, { type: 'message', role: 'assistant', content: 'Hi', function_calls: [] });
+  t.same(synced, { type: 'synced', last_id: greeting.id }, 'the greeting, then synced');
+  whole.socket.close();
+
+  // Stored while no socket was open: a client that had the greeting asks from it.
+  fake.scriptChat({ text: 'Missed reply.' });
+  await api.request('POST', `/conversations/${id}/messages`, { body: { message: 'Sent elsewhere' } });
+  const back = await connect(id, `?after=${greeting.id}`);
+  const caughtUp = await back.next((f) => f.type === 'synced');
+  const missed = back.frames.filter((f) => f.type === 'message');
+  t.same(missed.map((f) => [f.role, f.content]), [['user', 'Sent elsewhere'], ['assistant', 'Missed reply.']], 'only what it missed, in order');
+  t.equal(caughtUp.last_id, missed[1].id);
+  t.ok(missed[0].id > greeting.id && missed[1].id > missed[0].id);
+
+  // Live frames follow the catch-up.
+  fake.scriptChat({ text: 'Live again.' });
+  back.socket.send(JSON.stringify({ type: 'message', text: 'Still there?' }));
+  t.match(await back.next((f) => f.type === 'message' && f.content === 'Live again.'), { role: 'assistant' });
+
+  const none = await connect(id, '?after=abc');
+  await subscribedClient(none);
+  t.notOk(none.frames.some((f) => f.type === 'message' || f.type === 'synced'), 'an after that is no id replays nothing');
+});
+
+t.test('errors carry the client_id of their message', async (t) => {
+  const client = await connect(await conversation());
+  client.socket.send(JSON.stringify({ type: 'message', text: '', client_id: 'c-1_a' }));
+  t.same(await client.next((f) => f.type === 'error'), { type: 'error', error: 'The text must be 1 to 2000 characters.', client_id: 'c-1_a' });
+  client.socket.send(JSON.stringify({ type: 'message', text: '', client_id: '<b>no</b>' }));
+  await client.next((f) => f.type === 'error' && client.frames.filter((g) => g.type === 'error').length === 2);
+  t.notOk('client_id' in client.frames.filter((f) => f.type === 'error')[1], 'an invalid client_id is not echoed');
+});
+
+/** Resolves once the socket answered a frame sent now (so it has subscribed and sent any catch-up). */
+async function subscribedClient(client: Client): Promise<void> {
+  const count = client.frames.filter((f) => f.type === 'error').length;
+  client.socket.send('not json');
+  await client.next((f) => f.type === 'error' && client.frames.filter((g) => g.type === 'error').length > count);
+}

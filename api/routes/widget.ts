@@ -1,28 +1,53 @@
-import { WIDGET_SCRIPT, widgetPage } from '../widget/assets.js';
-import type { RouteDefinition } from '../http/types.js';
+import type { WidgetAppearance } from '../../schemas/widget.js';
+import { PlatformError } from '../../runtime/errors.js';
+import { LOADER_SCRIPT, widgetPage } from '../widget/page.js';
+import { widgetLook } from '../widget/settings.js';
+import { json, type ApiResponse, type RouteDefinition } from '../http/types.js';
 
-export function widgetRoutes(assistantExists: (uuid: string) => Promise<boolean>): RouteDefinition[] {
+/** The assistant's widget default and greeting, or null when no assistant has this UUID. */
+export type WidgetSource = (uuid: string) => Promise<{ widget: WidgetAppearance | null; greeting: string } | null>;
+
+/** Query of the page and its settings: the script tag's `data-*` attributes, forwarded by the loader. */
+const ATTRIBUTE_QUERY = 'title, color, text-color, avatar, position, greeting';
+
+export function widgetRoutes(widgetOf: WidgetSource): RouteDefinition[] {
   return [
     {
       method: 'GET',
       path: '/widget.js',
       auth: 'none',
       tag: 'Widget',
-      summary: 'The embeddable chat bubble: <script src="/widget.js" data-assistant-id="UUID">',
-      handler: () => ({ status: 200, body: WIDGET_SCRIPT, headers: { 'Content-Type': 'application/javascript; charset=utf-8', 'Cache-Control': 'public, max-age=300' } }),
+      summary: 'The embeddable chat launcher: <script src="/widget.js" data-assistant-id="UUID" data-title data-color data-text-color data-avatar data-position data-greeting>',
+      handler: () => ({ status: 200, body: LOADER_SCRIPT, headers: { 'Content-Type': 'application/javascript; charset=utf-8', 'Cache-Control': 'public, max-age=300' } }),
+    },
+    {
+      method: 'GET',
+      path: '/widget/:id/settings',
+      auth: 'none',
+      family: 'conversation',
+      tag: 'Widget',
+      summary: `How an assistant's widget looks, the assistant's default overridden by valid attributes in the query (${ATTRIBUTE_QUERY}); invalid ones are named in ignored`,
+      async handler(req) {
+        const source = await widgetOf(req.params.id ?? '');
+        if (!source) throw new PlatformError('assistant_not_found');
+        const { look, ignored } = widgetLook(source.widget, req.query);
+        return json(200, { status: true, data: { ...look, greeting_text: source.greeting }, ignored });
+      },
     },
     {
       method: 'GET',
       path: '/widget/:id',
       auth: 'none',
       tag: 'Widget',
-      summary: 'The chat page of an assistant (opened by widget.js in an iframe)',
-      async handler(req) {
+      summary: `The chat panel of an assistant (opened by widget.js in an iframe); the query takes the same attributes as the settings (${ATTRIBUTE_QUERY})`,
+      async handler(req): Promise<ApiResponse> {
         const uuid = req.params.id ?? '';
-        if (!(await assistantExists(uuid))) {
+        const source = await widgetOf(uuid);
+        if (!source) {
           return { status: 404, body: 'This chat does not exist.', headers: { 'Content-Type': 'text/plain; charset=utf-8' } };
         }
-        return { status: 200, body: widgetPage(uuid), headers: { 'Content-Type': 'text/html; charset=utf-8' } };
+        const { html, csp } = widgetPage(uuid.toLowerCase(), widgetLook(source.widget, req.query).look);
+        return { status: 200, body: html, headers: { 'Content-Type': 'text/html; charset=utf-8', 'Content-Security-Policy': csp, 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' } };
       },
     },
   ];

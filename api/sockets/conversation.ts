@@ -9,10 +9,19 @@ import { clientAddress } from '../http/params.js';
 import { guarded } from './guard.js';
 
 /**
- * The realtime widget socket, `GET /ws/conversations/{uuid}`. Clients send
- * `{type: "message", text}`; every socket on the conversation receives the reply as it streams:
- * `{type: "delta", text}`, and `{type: "message", role, content, function_calls: []}` for each
- * stored message; failures and bad frames get `{type: "error", error}` and the socket stays open.
+ * The realtime widget socket, `GET /ws/conversations/{uuid}[?after=<message id>]`. Clients send
+ * `{type: "message", text, client_id?}`; every socket on the conversation receives the reply as it
+ * streams: `{type: "typing", active: true}` when a turn starts answering, `{type: "delta", text}`,
+ * `{type: "message", id, role, content, function_calls: []}` for each stored message (`id` grows
+ * with each message of the conversation), and `{type: "typing", active: false}` when the turn ends
+ * (with its reply or without). Typing and deltas come only from the process running the turn.
+ * Failures and bad frames get `{type: "error", error}` (with the message's `client_id`, when it
+ * had a valid one: 1-64 letters, digits, `_` or `-`) and the socket stays open.
+ *
+ * With `after` (a message id, 0 for the whole conversation), the socket is first sent the messages
+ * stored after that one (the latest 200), then `{type: "synced", last_id}`: a client that
+ * reconnects or reloads asks from the last id it has and misses nothing; live events that come
+ * meanwhile follow the catch-up, without repeating it. Without `after` nothing is replayed.
  * The socket is public, a visitor's view (`visitorEvent`): no function calls, and a reply that
  * fails says the registry's generic message (the reason is logged). Too many upgrades (per client
  * address, or sockets on the conversation) are refused with 429; a conversation that does not exist
@@ -31,10 +40,15 @@ const INTERNAL_ERROR = 1011;
 const POLICY_VIOLATION = 1008;
 /** Frames a socket may send before its conversation is found: a client waits for none, and sends one or two. */
 const MAX_WAITING_FRAMES = 8;
+/** Messages a catch-up (`after`) sends at most: the latest of those missed. */
+export const CATCH_UP_LIMIT = 200;
+const CLIENT_ID = /^[\w-]{1,64}$/;
 
 interface SocketData {
   readonly conversationId: string;
   readonly ip: string;
+  /** The message id the client has up to (`?after=`): the socket is sent what was stored after it. */
+  readonly after: number | undefined;
   /** The conversation's lookup, started at the upgrade, until it is found; messages wait for it. */
   found: Promise<void> | undefined;
   /** Frames received while the lookup runs. */
@@ -50,6 +64,12 @@ interface SocketData {
 }
 
 const MAX_FRAME = 16 * 1024;
+
+/** `?after=` as a message id (digits only, 0 upward); anything else asks for no catch-up. */
+function catchUpFrom(raw: string | undefined): number | undefined {
+  if (!raw || !/^\d{1,15}$/.test(raw)) return undefined;
+  return Number(raw);
+}
 /** Sockets open on one conversation in this process: a visitor's tabs, not thousands each sent every event. */
 export const MAX_SOCKETS_PER_CONVERSATION = 16;
 const TOO_MANY_SOCKETS = 'Too many connections to this conversation. Close one and try again.';
@@ -118,8 +138,9 @@ export function conversationSocket(
   };
   /** One client frame (undefined: binary) of a socket whose conversation was found. */
   const handleFrame = (ws: uWS.WebSocket<SocketData>, data: SocketData, raw: string | undefined): void => {
+    let clientId: string | undefined;
     const fail = (error: string) => {
-      if (!data.closed) ws.send(JSON.stringify({ type: 'error', error }));
+      if (!data.closed) ws.send(JSON.stringify(clientId === undefined ? { type: 'error', error } : { type: 'error', error, client_id: clientId }));
     };
     if (raw === undefined) return fail('Frames must be JSON text.');
     let frame: unknown;
@@ -128,7 +149,8 @@ export function conversationSocket(
     } catch {
       return fail('The frame is not valid JSON.');
     }
-    const { type, text } = (frame ?? {}) as { type?: unknown; text?: unknown };
+    const { type, text, client_id } = (frame ?? {}) as { type?: unknown; text?: unknown; client_id?: unknown };
+    if (typeof client_id === 'string' && CLIENT_ID.test(client_id)) clientId = client_id;
     if (type !== 'message') return fail('Unknown frame type; send {"type": "message", "text": "..."}.');
     if (typeof text !== 'string' || text.trim() === '' || text.length > 2000) return fail('The text must be 1 to 2000 characters.');
     if (text.includes('\u0000')) return fail('The text must not contain null characters.');
@@ -144,6 +166,52 @@ export function conversationSocket(
       }
     });
   };
+  /**
+   * Subscribes a socket that asked for what it missed: live events wait while the messages stored
+   * after `after` are read and sent, then follow (those the catch-up already sent left out), then
+   * `synced` says the socket is up to date.
+   */
+  const catchUp = (ws: uWS.WebSocket<SocketData>, data: SocketData, after: number): void => {
+    let waiting: ConversationEvent[] | undefined = [];
+    const send = (event: ConversationEvent) => {
+      const frame = frameOf(event);
+      if (frame !== undefined && !data.closed) ws.send(frame);
+    };
+    data.stopEvents = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
+      if (waiting) waiting.push(event);
+      else send(event);
+    });
+    deps.conversations.messagesAfter(data.conversationId, after, CATCH_UP_LIMIT).then(
+      (missed) =>
+        later(ws, data, () => {
+          if (data.closed) return;
+          const sent = new Set<number>();
+          let last = after;
+          for (const message of missed) {
+            sent.add(message.id);
+            last = Math.max(last, message.id);
+            ws.send(JSON.stringify({ type: 'message', id: message.id, role: message.role, content: message.content, function_calls: [] }));
+          }
+          for (const event of waiting ?? []) {
+            if (event.type !== 'message') send(event);
+            else if (!sent.has(event.id)) {
+              last = Math.max(last, event.id);
+              send(event);
+            }
+          }
+          waiting = undefined;
+          ws.send(JSON.stringify({ type: 'synced', last_id: last }));
+        }),
+      (error: unknown) =>
+        later(ws, data, () => {
+          deps.logger.error({ err: error, conversationId: data.conversationId }, 'conversation catch-up failed');
+          if (data.closed) return;
+          release(data);
+          ws.end(INTERNAL_ERROR, 'Server error.');
+        }),
+    );
+  };
+
   app.ws<SocketData>('/ws/conversations/:id', guarded(deps.logger, 'widget', {
     maxPayloadLength: MAX_FRAME,
     idleTimeout: 120,
@@ -154,6 +222,7 @@ export function conversationSocket(
       const key = req.getHeader('sec-websocket-key');
       const protocol = req.getHeader('sec-websocket-protocol');
       const extensions = req.getHeader('sec-websocket-extensions');
+      const after = catchUpFrom(req.getQuery('after'));
       const ip = clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), req.getHeader('x-forwarded-for') || undefined, deps.trustProxy);
       // An upgrade costs database reads: it takes from the caller's budget like a REST call.
       const verdict = deps.limits.perIp.take(`ip:${ip}`);
@@ -163,7 +232,7 @@ export function conversationSocket(
       const found = deps.conversations.find(conversationId).then(() => undefined);
       // Settled in open(); a socket ended before then leaves no unheard rejection.
       found.catch(() => undefined);
-      res.upgrade<SocketData>({ conversationId, ip, found, waiting: 0, closed: false }, key, protocol, extensions, context);
+      res.upgrade<SocketData>({ conversationId, ip, after, found, waiting: 0, closed: false }, key, protocol, extensions, context);
     },
     open(ws) {
       const data = ws.getUserData();
@@ -182,10 +251,12 @@ export function conversationSocket(
           later(ws, data, () => {
             data.found = undefined;
             if (data.closed) return;
-            data.stopEvents = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
-              const frame = frameOf(event);
-              if (frame !== undefined && !data.closed) ws.send(frame);
-            });
+            if (data.after === undefined) {
+              data.stopEvents = deps.engine.subscribe(data.conversationId, (event: ConversationEvent) => {
+                const frame = frameOf(event);
+                if (frame !== undefined && !data.closed) ws.send(frame);
+              });
+            } else catchUp(ws, data, data.after);
           }),
         (error: unknown) =>
           later(ws, data, () => {

@@ -14,11 +14,12 @@ export const SETTING_COLUMNS = [
   'end_call_on_voicemail', 'voice_mail_message', 'endpoint_type', 'endpoint_sensitivity', 'interrupt_sensitivity',
   'min_interrupt_words', 'ambient_sound', 'ambient_sound_volume', 'is_webhook_active', 'webhook_url',
   'send_webhook_only_on_completed', 'include_recording_in_webhook', 'post_call_evaluation', 'post_call_schema', 'variables',
+  'widget',
 ] as const satisfies ReadonlyArray<Exclude<keyof AssistantInput, 'tool_ids'>>;
 
 export type AssistantSettings = Omit<AssistantInput, 'tool_ids'> & { tool_ids: number[] };
 
-const JSON_COLUMNS = new Set<string>(['tools', 'post_call_schema', 'variables']);
+const JSON_COLUMNS = new Set<string>(['tools', 'post_call_schema', 'variables', 'widget']);
 
 const nullableNumber = z.number().nullable();
 export const assistantRow = z.object({
@@ -77,6 +78,16 @@ export const assistantRow = z.object({
   post_call_evaluation: z.boolean(),
   post_call_schema: z.array(z.object({ name: z.string(), type: z.enum(['string', 'number', 'bool']), description: z.string() })),
   variables: z.record(z.union([z.string(), z.number(), z.boolean()])),
+  widget: z
+    .object({
+      title: z.string().optional(),
+      color: z.string().optional(),
+      text_color: z.string().optional(),
+      avatar_url: z.string().optional(),
+      position: z.enum(['bottom-right', 'bottom-left']).optional(),
+      greeting: z.enum(['message', 'teaser']).optional(),
+    })
+    .nullable(),
   created_at: z.string(),
   updated_at: z.string(),
 });
@@ -103,7 +114,7 @@ const assistantViewColumn = z.object({ assistant: assistantViewRow });
 
 function value(column: string, settings: AssistantSettings): ValueExpression {
   const raw = settings[column as keyof AssistantSettings];
-  if (JSON_COLUMNS.has(column)) return sql.jsonb(raw as never);
+  if (JSON_COLUMNS.has(column)) return raw === null ? null : sql.jsonb(raw as never);
   if (column === 'secondary_language_ids') return sql.array(raw as number[], 'int4');
   return raw as ValueExpression;
 }

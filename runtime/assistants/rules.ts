@@ -11,6 +11,7 @@ import { E164 } from '../../schemas/phoneNumbers.js';
  */
 
 export const settingDefaults = {
+  widget: null,
   chat_llm_fallback_id: null,
   turn_detection_threshold: null,
   secondary_language_ids: [],

@@ -208,7 +208,8 @@ export function createConversationEngine(deps: EngineDeps) {
             await sleep(clock, waitMs);
           }
           if (accepted.aiEnabled) holdingTurn(s.conversationId, owner);
-          deliver(s.conversationId, accepted.messageId, { type: 'message', role: 'user', content: job.text, function_calls: [] });
+          deliver(s.conversationId, accepted.messageId, { type: 'message', id: accepted.messageId, role: 'user', content: job.text, function_calls: [] });
+          if (accepted.aiEnabled) emit(s.conversationId, { type: 'typing', active: true });
           let systemPrompt = s.systemPrompt;
           if (accepted.aiEnabled && s.promptKnowledgebaseId !== undefined) {
             const passages = await deps.knowledge.search(s.ownerId, s.promptKnowledgebaseId, job.text, 3).catch(() => []);
@@ -271,11 +272,13 @@ export function createConversationEngine(deps: EngineDeps) {
             return message;
           });
           leavingTurn(s.conversationId);
-          deliver(s.conversationId, saved.id, { type: 'message', role: 'assistant', content: turn.text, function_calls: turn.calls });
+          deliver(s.conversationId, saved.id, { type: 'message', id: saved.id, role: 'assistant', content: turn.text, function_calls: turn.calls });
+          emit(s.conversationId, { type: 'typing', active: false });
         }),
 
         refund: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }) => {
           const { setup: s, turn } = input;
+          emit(s.conversationId, { type: 'typing', active: false });
           const owner = leavingTurn(s.conversationId);
           if (owner) await holdTurn(pool, s.conversationId, owner, null);
           if (turn.charged <= 0) return;

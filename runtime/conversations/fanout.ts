@@ -8,7 +8,9 @@ import { MESSAGES_CHANNEL, lastMessageId, recentMessages } from './repository.js
 export type ConversationEvent =
   | { type: 'delta'; text: string }
   | { type: 'function_call'; name: string; arguments: Record<string, unknown>; result: unknown }
-  | { type: 'message'; role: 'user' | 'assistant'; content: string; function_calls: TurnResult['function_calls'] }
+  | { type: 'message'; id: number; role: 'user' | 'assistant'; content: string; function_calls: TurnResult['function_calls'] }
+  /** A turn began answering (`active`), or ended without a reply; a stored reply ends it too. */
+  | { type: 'typing'; active: boolean }
   | { type: 'error'; error: string };
 
 /**
@@ -52,7 +54,7 @@ export function createConversationFanout(pool: DatabasePool, databaseUrl: string
   const emit = (conversationId: string, event: ConversationEvent): void => void events.emit(conversationId, event);
 
   /** Sends a stored message to the conversation's sockets here, unless they already had it. */
-  function deliver(conversationId: string, messageId: number, event: ConversationEvent): void {
+  function deliver(conversationId: string, messageId: number, event: Extract<ConversationEvent, { type: 'message' }>): void {
     const watch = watched.get(conversationId);
     if (watch) {
       if (watch.sent.has(messageId)) return;
@@ -89,7 +91,7 @@ export function createConversationFanout(pool: DatabasePool, databaseUrl: string
         if (!entry) return;
         const since = await (entry.since ?? readSince(conversationId, entry));
         for (const message of await recentMessages(pool, conversationId, since)) {
-          deliver(conversationId, message.id, { type: 'message', role: message.role, content: message.content, function_calls: message.function_calls ?? [] });
+          deliver(conversationId, message.id, { type: 'message', id: message.id, role: message.role, content: message.content, function_calls: message.function_calls ?? [] });
         }
       })
       .catch((error: unknown) => logger.warn({ err: error, conversationId }, 'messages of another process could not be read'))

@@ -76,11 +76,11 @@ export async function insertMessage(
   return row;
 }
 
-/** The latest 50 messages stored after `afterId`, oldest first. */
-export async function recentMessages(db: CommonQueryMethods, conversationId: string, afterId: number): Promise<readonly MessageRow[]> {
+/** The latest `limit` messages stored after `afterId`, oldest first. */
+export async function recentMessages(db: CommonQueryMethods, conversationId: string, afterId: number, limit = 50): Promise<readonly MessageRow[]> {
   const rows = await db.any(sql.type(messageRow)`
     SELECT id, role, content, function_calls, cost, created_at FROM conversation_messages
-    WHERE conversation_id = ${conversationId} AND id > ${afterId} ORDER BY id DESC LIMIT 50`);
+    WHERE conversation_id = ${conversationId} AND id > ${afterId} ORDER BY id DESC LIMIT ${limit}`);
   return [...rows].reverse();
 }
 

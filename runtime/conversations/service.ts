@@ -1,5 +1,5 @@
 import type { DatabasePool } from 'slonik';
-import { findAssistant, findAssistantByUuid, findAssistantWithTools, type AssistantWithTools } from '../assistants/repository.js';
+import { findAssistant, findAssistantByUuid, findAssistantWithTools, type AssistantRow, type AssistantWithTools } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { prices, type ConversationType } from '../prices.js';
@@ -15,6 +15,7 @@ import {
   insertMessage,
   listConversations,
   listMessages,
+  recentMessages,
   setAiEnabled,
   type ConversationFilters,
   type ConversationListRow,
@@ -123,6 +124,16 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
       return historyOf(await listMessages(pool, id), readerOf(conversation, callerId));
     },
 
+    /**
+     * A visitor's catch-up (the widget socket after a reconnect or a reload): the latest `limit`
+     * messages stored after message `afterId` of this conversation, oldest first, each with its id,
+     * in the visitor's view (no function calls).
+     */
+    async messagesAfter(id: string, afterId: number, limit: number): Promise<Array<{ id: number; role: MessageRow['role']; content: string }>> {
+      if (!isUuid(id)) throw new PlatformError('conversation_not_found');
+      return (await recentMessages(pool, id, afterId, limit)).map((row) => ({ id: row.id, role: row.role, content: row.content }));
+    },
+
     /** Checks a conversation exists (for sockets); returns it. */
     async find(id: string): Promise<ConversationRow> {
       return (await conversationAndAssistant(id)).conversation;
@@ -140,9 +151,15 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
       return row;
     },
 
-    /** Whether an assistant with this public UUID exists (the widget page). */
-    async assistantExists(uuid: string): Promise<boolean> {
-      return (await findAssistantByUuid(pool, uuid)) !== null;
+    /**
+     * What the public widget of the assistant with this UUID shows before a conversation starts:
+     * the owner's default look and the greeting (the initial message with the assistant's
+     * variables); null when there is no such assistant.
+     */
+    async widgetOf(uuid: string): Promise<{ widget: AssistantRow['widget']; greeting: string } | null> {
+      const assistant = await findAssistantByUuid(pool, uuid);
+      if (!assistant) return null;
+      return { widget: assistant.widget, greeting: renderTemplate(assistant.initial_message, assistant.variables).trim() };
     },
 
     /** Assistant ownership check for the listing filter. */

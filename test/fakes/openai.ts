@@ -18,6 +18,8 @@ export interface ScriptedReply {
   readonly delayMs?: number;
   /** Answer only once this settles (a reply held back while the test moves simulated time). */
   readonly heldUntil?: Promise<unknown>;
+  /** Stream the first word of the text, then the rest once this settles (a reply caught mid-stream). */
+  readonly heldMidway?: Promise<unknown>;
 }
 
 export interface FakeOpenAi {
@@ -32,13 +34,16 @@ export interface FakeOpenAi {
 }
 
 /** Chat Completions streaming (server-sent events) as the OpenAI API writes it. */
-function streamChat(res: ServerResponse, model: string, reply: ScriptedReply): void {
+async function streamChat(res: ServerResponse, model: string, reply: ScriptedReply): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   const base = { id: 'chatcmpl-fake', object: 'chat.completion.chunk', created: 1_700_000_000, model };
   const send = (delta: Record<string, unknown>, finish: string | null = null) =>
     res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
   send({ role: 'assistant', content: '' });
-  for (const piece of (reply.text ?? '').split(/(?<= )/).filter(Boolean)) send({ content: piece });
+  for (const [index, piece] of (reply.text ?? '').split(/(?<= )/).filter(Boolean).entries()) {
+    if (index === 1 && reply.heldMidway) await reply.heldMidway;
+    send({ content: piece });
+  }
   (reply.toolCalls ?? []).forEach((call, index) => {
     const args = JSON.stringify(call.arguments);
     send({ tool_calls: [{ index, id: `call_${index}_${call.name}`, type: 'function', function: { name: call.name, arguments: '' } }] });
@@ -70,7 +75,7 @@ export async function startFakeOpenAi(t: Test): Promise<FakeOpenAi> {
         if (reply.status) {
           res.writeHead(reply.status, { 'content-type': 'application/json' });
           res.end(JSON.stringify({ error: { message: 'scripted failure', type: 'server_error' } }));
-        } else streamChat(res, body.model, reply);
+        } else void streamChat(res, body.model, reply);
       };
       if (reply.heldUntil) void reply.heldUntil.finally(answer);
       else if (reply.delayMs) setTimeout(answer, reply.delayMs);
