@@ -17,7 +17,8 @@ const BATCH_FRAMES = 10;
 /** Frames waiting for their tick; more than this (a burst) drops the oldest. */
 const MAX_PENDING = 50;
 
-function header(dataBytes: number): Buffer {
+/** The 44-byte header of a PCM16 16 kHz WAV of `dataBytes` bytes of samples. */
+export function wavHeader(dataBytes: number, channels: 1 | 2 = 2): Buffer {
   const out = Buffer.alloc(HEADER_BYTES);
   out.write('RIFF', 0, 'ascii');
   out.writeUInt32LE(36 + dataBytes, 4);
@@ -25,10 +26,10 @@ function header(dataBytes: number): Buffer {
   out.write('fmt ', 12, 'ascii');
   out.writeUInt32LE(16, 16);
   out.writeUInt16LE(1, 20);
-  out.writeUInt16LE(2, 22);
+  out.writeUInt16LE(channels, 22);
   out.writeUInt32LE(SAMPLE_RATE, 24);
-  out.writeUInt32LE(SAMPLE_RATE * 4, 28);
-  out.writeUInt16LE(4, 32);
+  out.writeUInt32LE(SAMPLE_RATE * 2 * channels, 28);
+  out.writeUInt16LE(2 * channels, 32);
   out.writeUInt16LE(16, 34);
   out.write('data', 36, 'ascii');
   out.writeUInt32LE(dataBytes, 40);
@@ -52,7 +53,7 @@ export class WavRecorder {
         stream.on('error', () => {
           this.failed = true;
         });
-        stream.write(header(0));
+        stream.write(wavHeader(0));
         this.stream = stream;
         this.flush();
       },
@@ -115,7 +116,7 @@ export class WavRecorder {
     if (this.failed || !stream) throw new Error(`The recording ${this.path} could not be written`);
     const file = await open(this.path, 'r+');
     try {
-      await file.write(header(this.bytes), 0, HEADER_BYTES, 0);
+      await file.write(wavHeader(this.bytes), 0, HEADER_BYTES, 0);
       await file.sync();
     } finally {
       await file.close();
@@ -143,7 +144,7 @@ export async function recoverRecording(dir: string, callId: number): Promise<str
     if (size < HEADER_BYTES) return null;
     const dataBytes = size - HEADER_BYTES - ((size - HEADER_BYTES) % 4);
     await file.truncate(HEADER_BYTES + dataBytes);
-    await file.write(header(dataBytes), 0, HEADER_BYTES, 0);
+    await file.write(wavHeader(dataBytes), 0, HEADER_BYTES, 0);
     await file.sync();
     return name;
   } finally {

@@ -1,7 +1,7 @@
 import type { Config, SpeechVendors } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { createDeepgramStt } from './deepgram.js';
-import { createDevRealtime, createDevStt, createDevTts, type TranscriptScript } from './dev.js';
+import { createDevRealtime, createDevStt, createDevTts, type DevTtsOptions, type TranscriptScript } from './dev.js';
 import { createElevenLabsTts } from './elevenlabs.js';
 import { createOpenAiRealtime } from './openaiRealtime.js';
 import { createOpenAiTts } from './openaiTts.js';
@@ -41,9 +41,10 @@ export function speechAdapters(vendors: SpeechVendors, probe?: FirstByteProbe): 
   };
 }
 
-export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}) {
+/** `dev`: what the dev synthesizer speaks with (see `createDevTts`). */
+export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}, dev: DevTtsOptions = {}) {
   const devStt = createDevStt(overrides.transcripts);
-  const devTts = createDevTts();
+  const devTts = createDevTts(dev);
   const devRealtime = createDevRealtime(overrides.transcripts);
   const cache = new Map<string, SttProvider | TtsProvider | RealtimeProvider>();
   const warned = new Set<string>();
