@@ -212,6 +212,8 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   const voiceLogger = logger.child({ component: 'calls' });
   const vad = await startVad(config.voiceVad, logger.child({ component: 'vad' }));
   const synthesizer = config.devVoice === 'espeak' ? new EspeakSynthesizer(logger.child({ component: 'speech' })) : undefined;
+  // Loaded in the background, so the first call's greeting does not wait for it (a failure is logged and the voice hums).
+  void synthesizer?.start().catch(() => {});
   const speech = createSpeechRegistry(config, voiceLogger, speechAdapters(config.speech, (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms)), options.speech, {
     synthesizer,
     genderOf: async (voice) => (await catalog.get()).rows.voices.find((row) => row.provider_voice_id === voice)?.gender as VoiceGender | undefined,

@@ -16,7 +16,8 @@ import { callIn, endedCall, voiceSetup } from './helpers/voice.js';
  * 3. Synthesis runs off the event loop: the main thread stays mostly idle while a paragraph is
  *    synthesized; the cost per second of speech is reported.
  * 4. Aborting a sentence stops its audio.
- * 5. In a call, the caller hears the greeting spoken, whole, and the transcript has its words.
+ * 5. In a pipeline call (the voice) and a multimodal one (the dev realtime model's own voice), the
+ *    caller hears the greeting spoken, whole, and the transcript has its words.
  * 6. A synthesizer that cannot load is logged once and the dev voice hums the tone instead.
  */
 
@@ -84,8 +85,10 @@ t.test('aborting a sentence stops its audio', async (t) => {
   t.ok(concatSamples(chunks).length < 16_000 * 4, 'stopped within a clause');
 });
 
-t.test('in a call, the caller hears the greeting spoken', async (t) => {
-  const s = await voiceSetup(t, { initial_message: 'Hello, this is Bot. How can I help you today?' }, { config: { devVoice: 'espeak' } });
+const multimodal = { mode: 'multimodal', voice_id: 31, multimodal_model_id: 24, llm_model_id: null, knowledgebase_mode: 'function_call' };
+
+for (const [mode, fields] of [['pipeline', {}], ['multimodal', multimodal]] as const) t.test(`in a ${mode} call, the caller hears the greeting spoken`, async (t) => {
+  const s = await voiceSetup(t, { ...fields, initial_message: 'Hello, this is Bot. How can I help you today?' }, { config: { devVoice: 'espeak' } });
   // The thread is loaded before the call, as it is by any earlier call or preview.
   await fetch(`${s.api.origin}/api/voices/1/preview.wav`).then((response) => response.arrayBuffer());
   const { phone, callId } = await callIn(s);

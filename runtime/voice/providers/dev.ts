@@ -133,7 +133,8 @@ export function createDevTts(options: DevTtsOptions = {}): TtsProvider {
   };
 }
 
-export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
+/** `voice`: the dev synthesizer that speaks the model's own audio (multimodal) when it speaks words; the tone otherwise. */
+export function createDevRealtime(script?: TranscriptScript, voice?: { readonly tts: TtsProvider; readonly speaks: boolean }): RealtimeProvider {
   return {
     name: 'dev',
     connect(options: RealtimeOptions): RealtimeSession {
@@ -175,7 +176,12 @@ export function createDevRealtime(script?: TranscriptScript): RealtimeProvider {
         } else {
           history.push({ role: 'assistant', content: text });
           emit({ type: 'text', responseId, itemId, delta: text });
-          if (options.output === 'audio') emit({ type: 'audio', responseId, itemId, samples: voicedSpeech(text, 1, 160) });
+          if (options.output === 'audio' && voice?.speaks) {
+            for await (const samples of voice.tts.synthesize({ text, voice: options.voice, language: 'en', speed: options.speed, stability: 0.5, similarity: 0.75, emotion: false, signal: abort.signal })) {
+              if (abort.signal.aborted || closed) return;
+              emit({ type: 'audio', responseId, itemId, samples });
+            }
+          } else if (options.output === 'audio') emit({ type: 'audio', responseId, itemId, samples: voicedSpeech(text, 1, 160) });
         }
         current = undefined;
         emit({ type: 'response_done', responseId, status: 'completed' });

@@ -45,7 +45,7 @@ export function speechAdapters(vendors: SpeechVendors, probe?: FirstByteProbe): 
 export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}, dev: DevTtsOptions = {}) {
   const devStt = createDevStt(overrides.transcripts);
   const devTts = createDevTts(dev);
-  const devRealtime = createDevRealtime(overrides.transcripts);
+  const devRealtime = createDevRealtime(overrides.transcripts, { tts: devTts, speaks: dev.synthesizer !== undefined });
   const cache = new Map<string, SttProvider | TtsProvider | RealtimeProvider>();
   const warned = new Set<string>();
   function pick<T>(kind: string, code: string, table: Readonly<Record<string, () => T>>, dev: T): T {
