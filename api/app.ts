@@ -51,7 +51,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...apiKeyRoutes(services.apiKeys),
     ...knowledgeRoutes(services.knowledge),
     ...toolRoutes(services.tools),
-    ...catalogRoutes(services.catalog),
+    ...catalogRoutes(services.catalog, services.voicePreviews, () => runtime.publicUrl()),
     ...assistantRoutes(services.assistants),
     ...phoneNumberRoutes(services.phoneNumbers),
     ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),

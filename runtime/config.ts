@@ -142,6 +142,13 @@ export interface Config {
    * noise, and falls back to `energy` for a call while it has no recent answer. @defaultValue 'energy'
    */
   readonly voiceVad: 'energy' | 'silero';
+  /**
+   * DEV_VOICE: what the `dev` synthesizer (every voice whose vendor has no key) sounds like.
+   * `espeak`: the words, spoken by espeak-ng (shipped in npm, offline) in a worker thread, in the
+   * voice's language. `tone`: a speech-like tone of the length the words would take, computed at
+   * once (tests of call timing use it). @defaultValue 'espeak'
+   */
+  readonly devVoice: 'espeak' | 'tone';
 }
 
 export interface SpeechVendors {
@@ -180,6 +187,7 @@ export const configDefaults = {
   databasePoolSize: 10,
   shutdownGraceMs: 30_000,
   voiceVad: 'energy',
+  devVoice: 'espeak',
 } as const satisfies Partial<Config>;
 
 function text(env: Env, name: string): string | undefined {
@@ -450,6 +458,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     shutdownGraceMs: overrides.shutdownGraceMs ?? integer(env, 'SHUTDOWN_GRACE_SECONDS', 0, 3600, configDefaults.shutdownGraceMs / 1000) * 1000,
     callPresence: overrides.callPresence ?? callPresenceConfig(env),
     voiceVad: overrides.voiceVad ?? oneOf(env, 'VOICE_VAD', ['energy', 'silero'] as const, configDefaults.voiceVad),
+    devVoice: overrides.devVoice ?? oneOf(env, 'DEV_VOICE', ['espeak', 'tone'] as const, configDefaults.devVoice),
   });
 }
 

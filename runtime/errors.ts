@@ -24,6 +24,7 @@ export const errorRegistry = {
   conversation_not_found: { status: 404, message: 'Conversation not found' },
   call_not_found: { status: 404, message: 'Call not found' },
   webhook_delivery_not_found: { status: 404, message: 'Webhook delivery not found.' },
+  voice_not_found: { status: 404, message: 'Voice not found.' },
   /** What a visitor is told; the conversation's owner is told the reason ("Failed to process message: <reason>"). */
   provider_failed: { status: 502, message: 'The assistant is not available right now.' },
   tool_limit_reached: { status: 403, message: 'You have reached the maximum of mid-call tools allowed on your plan. Please upgrade your plan to create more.' },

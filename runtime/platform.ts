@@ -13,6 +13,7 @@ import { createAdminService } from './users/admin.js';
 import { createKnowledgeService } from './knowledge/service.js';
 import { createToolService } from './tools/service.js';
 import { createCatalogService } from './catalog/service.js';
+import { createVoicePreviews, type VoicePreviews } from './catalog/previews.js';
 import { createAssistantService } from './assistants/service.js';
 import { createPhoneNumberService } from './phoneNumbers/service.js';
 import { createWorkerPool, type WorkerPool } from './workers.js';
@@ -39,6 +40,8 @@ import { createEvaluator, type Evaluator } from './calls/evaluation.js';
 import { callForIndex } from './calls/repository.js';
 import { startVad } from './voice/hearing/vad/start.js';
 import type { VadSource } from './voice/hearing/vad/vad.js';
+import { EspeakSynthesizer } from './voice/providers/espeak.js';
+import type { VoiceGender } from './voice/providers/dev.js';
 
 /**
  * The runtime: storage and the domain services, with no knowledge of HTTP. Started before the
@@ -109,6 +112,8 @@ export interface Services {
   readonly voice: VoiceService;
   /** Post-call evaluations. */
   readonly evaluator: Evaluator;
+  /** Voice samples for the catalog's `preview_url`. */
+  readonly voicePreviews: VoicePreviews;
 }
 
 /** What tests and benchmarks may replace: time, speech providers, the carrier, the name resolver. */
@@ -210,13 +215,20 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);
   const voiceLogger = logger.child({ component: 'calls' });
   const vad = await startVad(config.voiceVad, logger.child({ component: 'vad' }));
+  const synthesizer = config.devVoice === 'espeak' ? new EspeakSynthesizer(logger.child({ component: 'speech' })) : undefined;
+  // Loaded in the background, so the first call's greeting does not wait for it (a failure is logged and the voice hums).
+  void synthesizer?.start().catch(() => {});
+  const speech = createSpeechRegistry(config, voiceLogger, speechAdapters(config.speech, voiceLogger, (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms)), options.speech, {
+    synthesizer,
+    genderOf: async (voice) => (await catalog.get()).rows.voices.find((row) => row.provider_voice_id === voice)?.gender as VoiceGender | undefined,
+  });
   const carriers = createCarriers({ twilio: config.twilio, telnyx: config.telnyx, vonage: config.vonage, plivo: config.plivo && { ...config.plivo, publicUrl } }, voiceLogger, clock, options.carrier);
   const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, onDone: () => webhookWorker.wake() });
   const voice = createVoiceService({
     pool: db,
     catalog,
     llm,
-    speech: createSpeechRegistry(config, voiceLogger, speechAdapters(config.speech, voiceLogger, (kind, provider, ms) => metrics?.voice.firstByte(kind, provider, ms)), options.speech),
+    speech,
     knowledge,
     outbound,
     carriers,
@@ -264,6 +276,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     conversationEngine,
     voice,
     evaluator,
+    voicePreviews: createVoicePreviews({ catalog, tts: speech.tts, dataDir: config.dataDir, devVoice: config.devVoice, logger: logger.child({ component: 'previews' }) }),
   };
 
   metrics = createMetrics({ pool: db, business: config.metricsBusiness, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
@@ -326,6 +339,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       stopEvaluationSweep();
       await voice.stop();
       await vad.close();
+      await synthesizer?.close();
       await conversationEngine.stop();
       // Side by side: an attempt in flight finishes (it has its own 10 s limit), an evaluation left
       // unfinished after `graceMs` is taken up again at the next start, and a document job still

@@ -21,6 +21,8 @@ export interface StartupFacts {
   readonly carrierWebhooks: string;
   /** How callers' speech is told from silence and noise (VOICE_VAD). */
   readonly vad: string;
+  /** What the dev voice sounds like (DEV_VOICE). */
+  readonly devVoice: string;
   readonly adminRoutes: 'on' | 'off (set ADMIN_TOKEN)';
   readonly outboundPrivateAddresses: 'allowed' | 'refused';
   readonly metrics: 'token required' | 'this machine only (set METRICS_TOKEN)';
@@ -80,6 +82,7 @@ export function startupFacts(config: Config, url: string, embeddedDirectory: str
     carrier: carriers.length > 0 ? carriers.join(', ') : 'loopback (a local silent phone answers outbound calls; set the credentials of Twilio, Telnyx, Plivo or Vonage)',
     carrierWebhooks: carrierWebhooks(config),
     vad: config.voiceVad === 'silero' ? 'silero (neural, in a worker thread)' : 'energy (set VOICE_VAD=silero for the neural one)',
+    devVoice: config.devVoice === 'espeak' ? 'espeak-ng (offline speech, in a worker thread)' : 'a tone of the length of the words (set DEV_VOICE=espeak to hear them)',
     adminRoutes: config.adminToken ? 'on' : 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: config.outboundAllowPrivate ? 'allowed' : 'refused',
     metrics: config.metricsToken ? 'token required' : 'this machine only (set METRICS_TOKEN)',
@@ -94,10 +97,11 @@ export function startupBlock(facts: StartupFacts): string {
     `  API reference      ${facts.apiReference}`,
     `  database           ${facts.database}; search on ${facts.search}`,
     `  providers          ${facts.providers.length > 0 ? facts.providers.join('; ') : 'none configured'}`,
-    `  offline stand-ins  ${facts.offline.length > 0 ? `${facts.offline.join('; ')} (the dev providers: no network, not real speech or answers)` : 'none'}`,
+    `  offline stand-ins  ${facts.offline.length > 0 ? `${facts.offline.join('; ')} (the dev providers: no network; answers by rule, not a language model)` : 'none'}`,
     `  carrier            ${facts.carrier}`,
     `  carrier webhooks   ${facts.carrierWebhooks}`,
     `  voice activity     ${facts.vad}`,
+    `  dev voice          ${facts.devVoice}`,
     `  admin routes       ${facts.adminRoutes}`,
     `  private addresses  ${facts.outboundPrivateAddresses} for tools, webhooks and crawling`,
     `  metrics            ${facts.metrics}`,

@@ -25,7 +25,7 @@ for (const [name, fields] of [['multimodal', multimodal], ['dualplex', dualplex]
     await phone.until(() => phone.closed, 10_000, 'the end of the call');
     const call = await endedCall(s, callId);
     t.equal(call.status, 'ended_by_assistant');
-    t.match(call.transcript, /^assistant: Hello, this is Bot\.\nuser: What do you sell\?\nassistant: Thanks for your message\. You wrote: "What do you sell\?"\nuser: Thanks, end call please\.\nassistant: Here is what I found: .*ok/);
+    t.match(call.transcript, /^assistant: Hello, this is Bot\.\nuser: What do you sell\?\nassistant: Thanks for your message\. You wrote: "What do you sell\?"\nuser: Thanks, end call please\.\nassistant: Thank you for calling\. Goodbye\.$/, 'the goodbye end_call asked for');
   });
 }
 

@@ -27,6 +27,7 @@ t.test('the start-up line names the URL, the reference, the offline stand-ins an
     carrier: /^loopback/,
     carrierWebhooks: 'refused: twilio, telnyx, plivo, vonage (no signing secret)',
     vad: 'energy (set VOICE_VAD=silero for the neural one)',
+    devVoice: 'a tone of the length of the words (set DEV_VOICE=espeak to hear them)',
     adminRoutes: 'off (set ADMIN_TOKEN)',
     outboundPrivateAddresses: 'refused',
     metrics: 'this machine only (set METRICS_TOKEN)',
@@ -43,6 +44,7 @@ t.test('configured providers and switches are said as they are', async (t) => {
     providers: ['chat: groq', 'transcription: deepgram', 'embeddings: text-embedding-3-small'],
     offline: ['chat: openai', 'transcription: openai, azure', 'voice: elevenlabs, openai, azure', 'realtime: openai'],
     carrier: 'plivo',
+    devVoice: 'espeak-ng (offline speech, in a worker thread)',
     carrierWebhooks: 'signed: twilio, plivo; UNSIGNED ACCEPTED: telnyx, vonage (ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: anyone can post them)',
     adminRoutes: 'on',
     outboundPrivateAddresses: 'allowed',
@@ -56,6 +58,7 @@ t.test('configured providers and switches are said as they are', async (t) => {
   t.match(block, /API reference +https:\/\/voice\.example\.com\/api\/docs/);
   t.match(block, /offline stand-ins +chat: openai; transcription: openai, azure; voice: elevenlabs, openai, azure; realtime: openai \(the dev providers/);
   t.match(block, /voice activity +silero \(neural, in a worker thread\)/);
+  t.match(block, /dev voice +espeak-ng \(offline speech, in a worker thread\)/);
   t.match(block, /carrier webhooks +signed: twilio, plivo; UNSIGNED ACCEPTED/);
   t.match(block, /SIGTERM or Ctrl-C: live calls get 45 s to finish \(SHUTDOWN_GRACE_SECONDS\); a second signal ends them at once/);
 });

@@ -1,11 +1,13 @@
 import { ValidationError } from '../../runtime/errors.js';
 import type { CatalogService } from '../../runtime/catalog/service.js';
+import type { VoicePreviews } from '../../runtime/catalog/previews.js';
 import { modelsQuerySchema, voicesQuerySchema } from '../../schemas/catalog.js';
 import { json, type RouteDefinition } from '../http/types.js';
 
 const tag = 'Catalogs';
 
-export function catalogRoutes(catalog: CatalogService): RouteDefinition[] {
+/** `publicUrl`: the origin a voice's `preview_url` is an absolute URL on. */
+export function catalogRoutes(catalog: CatalogService, previews: VoicePreviews, publicUrl: () => string): RouteDefinition[] {
   return [
     {
       method: 'GET',
@@ -38,7 +40,7 @@ export function catalogRoutes(catalog: CatalogService): RouteDefinition[] {
           gender: voice.gender,
           accent: voice.accent,
           age: voice.age,
-          preview_url: voice.preview_url,
+          preview_url: voice.preview_url ?? `${publicUrl()}/api/voices/${voice.id}/preview.wav`,
           synthesizer_provider_id: voice.synthesizer_provider_id,
           modes: voice.modes,
         }));
@@ -68,6 +70,18 @@ export function catalogRoutes(catalog: CatalogService): RouteDefinition[] {
         const { rows } = await catalog.get();
         const of = (kind: 'synthesizer' | 'transcriber') => rows.providers.filter((p) => p.kind === kind).map(({ id, name, code }) => ({ id, name, code }));
         return json(200, { data: { synthesizers: of('synthesizer'), transcribers: of('transcriber') } });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/voices/:id/preview.wav',
+      auth: 'none',
+      tag,
+      summary: "A voice's sample (mono 16 kHz WAV): a short greeting in its language by its own synthesizer, rendered once and cached; 404 {message} for an unknown voice",
+      async handler(req) {
+        const id = /^\d{1,9}$/.test(req.params.id ?? '') ? Number(req.params.id) : Number.NaN;
+        const wav = await previews.preview(id);
+        return { status: 200, body: wav, headers: { 'Content-Type': 'audio/wav', 'Cache-Control': 'public, max-age=86400', 'Content-Disposition': `inline; filename="voice-${id}.wav"` } };
       },
     },
   ];

@@ -1,14 +1,19 @@
 import { KNOWLEDGE_MARKER, SEARCH_FUNCTION } from '../agent/knowledge.js';
 import { EXTRACTION_FIELDS_MARKER } from '../agent/prompts.js';
-import type { FunctionDefinition, LlmEvent, LlmProvider } from './types.js';
+import { answerFrom, argumentsFor, resultText, SMALL_TALK_REPLIES, smallTalk } from './devText.js';
+import type { LlmEvent, LlmProvider } from './types.js';
 
 /**
  * The development model: deterministic, no network, no key. It is named `dev` in the catalog and
- * in logs, and never stands in for a configured provider that fails.
- * - A user message that names a function (e.g. "check_order") calls it, with arguments made from
- *   the message; `search_knowledgebase` is called for any other message when it is offered.
- * - After function results it answers with them.
- * - With knowledge in the system prompt it answers with the best passage.
+ * in logs, and never stands in for a configured provider that fails. It answers in plain text
+ * (see `devText.ts`):
+ * - A user message that names a function (e.g. "check_order") calls it, with arguments picked from
+ *   the message by the names and types of its parameters.
+ * - A greeting, thanks or goodbye alone gets a short reply of its kind.
+ * - `search_knowledgebase` is called for any other message when it is offered.
+ * - After function results it says what they hold: the sentences of the best passage that answer
+ *   the question, an error, or the result's facts.
+ * - With knowledge in the system prompt it answers with the best passage's sentences.
  * - An instruction at the end (a system message: a call's re-engagement or goodbye) gets a short
  *   spoken line: a goodbye when it asks for one, else a check that the caller is still there.
  * - In JSON mode with an extraction schema (`Fields: [...]` in the system prompt) it fills each
@@ -17,16 +22,13 @@ import type { FunctionDefinition, LlmEvent, LlmProvider } from './types.js';
  * - Otherwise it acknowledges the message.
  */
 
-function argumentsFor(fn: FunctionDefinition, message: string): Record<string, unknown> {
-  const properties = (fn.parameters.properties ?? {}) as Record<string, { type?: string }>;
-  const numbers = message.match(/-?\d+(?:\.\d+)?/g) ?? [];
-  const args: Record<string, unknown> = {};
-  for (const [name, schema] of Object.entries(properties)) {
-    if (schema.type === 'number') args[name] = Number(numbers.shift() ?? 0);
-    else if (schema.type === 'boolean') args[name] = !/\b(no|not|false)\b/i.test(message);
-    else args[name] = message;
+/** A function's result as the platform sent it (JSON), or its text when it is not JSON. */
+function parseResult(content: string | null): unknown {
+  try {
+    return JSON.parse(content ?? 'null');
+  } catch {
+    return content;
   }
-  return args;
 }
 
 function words(text: string): LlmEvent[] {
@@ -55,9 +57,11 @@ export function createDevProvider(): LlmProvider {
         return;
       }
       if (last.role === 'tool') {
-        const results: string[] = [];
-        for (let i = messages.length - 1; i >= 0 && messages[i]!.role === 'tool'; i--) results.unshift(messages[i]!.content ?? '');
-        yield* words(`Here is what I found: ${results.join(' ').slice(0, 600)}`);
+        const results: unknown[] = [];
+        let i = messages.length - 1;
+        for (; i >= 0 && messages[i]!.role === 'tool'; i--) results.unshift(parseResult(messages[i]!.content));
+        const question = messages.slice(0, i).findLast((m) => m.role === 'user')?.content ?? '';
+        yield* words(results.map((result) => resultText(result, question)).filter(Boolean).join(' ') || 'Done.');
         return;
       }
       if (last.role === 'system') {
@@ -68,6 +72,11 @@ export function createDevProvider(): LlmProvider {
       const lower = text.toLowerCase();
       const named = functions.find((fn) => fn.name !== SEARCH_FUNCTION.name && (lower.includes(fn.name) || lower.includes(fn.name.replace(/_/g, ' '))));
       const search = functions.find((fn) => fn.name === SEARCH_FUNCTION.name);
+      const talk = named ? undefined : smallTalk(text);
+      if (talk) {
+        yield* words(SMALL_TALK_REPLIES[talk]);
+        return;
+      }
       const chosen = named ?? search;
       if (chosen) {
         calls++;
@@ -78,8 +87,9 @@ export function createDevProvider(): LlmProvider {
       const knowledge = system.indexOf(KNOWLEDGE_MARKER);
       if (knowledge !== -1) {
         const passage = system.slice(knowledge + KNOWLEDGE_MARKER.length).split(/\n\[\d+\] /)[1]?.split('\n[')[0]?.trim();
-        if (passage) {
-          yield* words(`According to our documents: ${passage}`);
+        const answer = passage ? answerFrom(passage, text) : '';
+        if (answer) {
+          yield* words(answer);
           return;
         }
       }

@@ -61,12 +61,13 @@ let counter = 0;
 /**
  * A whole platform on an ephemeral port with a database of its own, stopped when the test ends.
  * Requests go over real HTTP. Its log is silent unless `logTo` takes its lines (level info), parsed
- * and as written.
+ * and as written. The dev voice is the tone (computed at once, so calls on a manual clock keep their
+ * timing) unless a test asks for `devVoice: 'espeak'`.
  */
 export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}, options: RuntimeOptions = {}, logTo?: (line: Record<string, unknown>, raw: string) => void): Promise<TestPlatform> {
   const databaseUrl = overrides.databaseUrl ?? (await freshDatabase());
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-data-'));
-  const config = loadConfig({}, { port: 0, host: '127.0.0.1', dataDir, databaseUrl, adminToken: ADMIN_TOKEN, logLevel: logTo ? 'info' : 'silent', databasePoolSize: 4, workerPoolSize: 1, ...overrides });
+  const config = loadConfig({}, { port: 0, host: '127.0.0.1', dataDir, databaseUrl, adminToken: ADMIN_TOKEN, logLevel: logTo ? 'info' : 'silent', databasePoolSize: 4, workerPoolSize: 1, devVoice: 'tone', ...overrides });
   const logger = logTo ? createLogger(config.logLevel, { write: (line: string) => logTo(JSON.parse(line) as Record<string, unknown>, line) }) : createLogger(config.logLevel);
   // No test asks the real DNS (CI may have none): names resolve only where a test says so.
   const platform = await startPlatform(config, logger, { lookup: fakeResolver({ localhost: ['127.0.0.1'] }), ...options });

@@ -1,7 +1,7 @@
 import type { Config, SpeechVendors } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { createDeepgramStt } from './deepgram.js';
-import { createDevRealtime, createDevStt, createDevTts, type TranscriptScript } from './dev.js';
+import { createDevRealtime, createDevStt, createDevTts, type DevTtsOptions, type TranscriptScript } from './dev.js';
 import { createElevenLabsTts } from './elevenlabs.js';
 import { createOpenAiRealtime } from './openaiRealtime.js';
 import { createOpenAiRealtimeStt } from './openaiRealtimeStt.js';
@@ -59,10 +59,11 @@ function azureStt(settings: NonNullable<SpeechVendors['azureTranscribe']>, logge
   return createBatchStt({ name: 'azure', endpoint, headers: { 'api-key': settings.apiKey }, model: settings.deployment }, logger, probe);
 }
 
-export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}) {
+/** `dev`: what the dev synthesizer speaks with (see `createDevTts`). */
+export function createSpeechRegistry(_config: Config, logger: Logger, adapters: SpeechAdapters, overrides: SpeechOverrides = {}, dev: DevTtsOptions = {}) {
   const devStt = createDevStt(overrides.transcripts);
-  const devTts = createDevTts();
-  const devRealtime = createDevRealtime(overrides.transcripts);
+  const devTts = createDevTts(dev);
+  const devRealtime = createDevRealtime(overrides.transcripts, { tts: devTts, speaks: dev.synthesizer !== undefined });
   const cache = new Map<string, SttProvider | TtsProvider | RealtimeProvider>();
   const warned = new Set<string>();
   function pick<T>(kind: string, code: string, table: Readonly<Record<string, () => T>>, dev: T): T {
