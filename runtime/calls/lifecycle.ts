@@ -10,7 +10,10 @@ import { CallSession } from '../voice/session.js';
 import type { CallEnd, CallMode, CallSpec, SessionHooks } from '../voice/spec.js';
 import type { Carriers } from './carriers/index.js';
 import { chargeEnded, rateOf } from './charges.js';
+import { CallEventLog, type CallEventRecord } from './events.js';
+import { CALL_COMMANDS_CHANNEL, insertCallEvents, takeCallCommands } from './eventsRepository.js';
 import { CallMeter, type CallCosts } from './metering.js';
+import { listenTo, type Listener } from '../store/notifications.js';
 import { createCallPresence, defaultCallPresence, type CallPresence, type CallPresenceTimings } from './presence.js';
 import type { WavRecorder } from './recording.js';
 import { LiveCalls, type LiveCall } from './registry.js';
@@ -59,6 +62,11 @@ export interface VoiceDeps extends CallSpecDeps {
    * left by this process's predecessor, and is settled at once rather than after the orphan age.
    */
   readonly exclusiveDatabase?: boolean;
+  /**
+   * The database the pool is of: the process listens on it for requests to the calls it holds
+   * (a hang-up asked of another process). Without it they are taken at each heartbeat only.
+   */
+  readonly databaseUrl?: string;
 }
 
 /** A call being started: where it comes from, and the carrier its number records (none for a web call). */
@@ -80,6 +88,11 @@ const STOP_SAVE_MS = 10_000;
 export const SHUTDOWN_GOODBYE_MS = 10_000;
 /** A webhook waits this long at most for the post-call evaluation. */
 const EVALUATION_HOLD_MS = 10 * 60_000;
+
+/** Statuses of a live call that are events of their own (the end is the `end` event). */
+const LIVE_STATUSES: ReadonlySet<string> = new Set(['ringing', 'in-progress']);
+/** What a browser's socket is told when its call's owner hangs it up. */
+const HUNG_UP_BY_OWNER = 'call ended by its owner';
 
 const shuttingDown = () => new PlatformError('shutting_down', { headers: { 'Retry-After': '5' } });
 
@@ -104,6 +117,8 @@ export class CallLifecycle {
   private drainingCalls = false;
   /** The stop is ending the live calls: one whose start was under way is ended as it arrives. */
   private ending = false;
+  /** Requests to this process's calls from other processes (a hang-up), as they are made. */
+  private readonly commands: Listener | undefined;
 
   constructor(private readonly deps: VoiceDeps) {
     this.calls = new LiveCalls({
@@ -126,8 +141,19 @@ export class CallLifecycle {
       written: (beats) => this.written(beats),
       settled: () => deps.wakeWebhooks(),
       lost: (ids) => this.lost(ids),
+      afterBeat: () => this.afterBeat(),
     });
     this.presence.start({ exclusive: deps.exclusiveDatabase ?? false });
+    if (deps.databaseUrl) {
+      this.commands = listenTo(deps.databaseUrl, CALL_COMMANDS_CHANNEL, {
+        notified: (payload) => {
+          const id = Number(payload);
+          if (this.calls.has(id)) void this.takeCommands([id]);
+        },
+        // Requests made while the connection was down are taken now rather than at the next heartbeat.
+        listening: () => void this.takeCommands([...this.calls.entries()].map(([id]) => id)),
+      }, deps.logger);
+    }
   }
 
   /** A stop has begun: new calls are refused. */
@@ -166,12 +192,31 @@ export class CallLifecycle {
   }
 
   /** Tells the carrier to stop a call that was never answered here, unless the carrier ended it itself. */
-  async hangUpUnanswered(call: LiveCall): Promise<void> {
+  hangUpUnanswered(call: LiveCall): Promise<void> {
+    return this.hangUpAtCarrier(call, call.session.spec.type === 'outbound' ? 'ringing' : 'connected');
+  }
+
+  /** Tells the carrier to end the call (in `state`), unless the carrier ended it itself. */
+  private async hangUpAtCarrier(call: LiveCall, state: 'ringing' | 'connected'): Promise<void> {
     if (call.carrierCallId === null || call.carrierEnded || !call.carrier) return;
     const callId = call.session.spec.callId;
-    await call.carrier.hangUp(call.carrierCallId, call.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
+    await call.carrier.hangUp(call.carrierCallId, state).catch((error: unknown) =>
       this.deps.logger.debug({ err: error, callId }, 'the carrier did not take the hang-up (the call may have ended there first)'),
     );
+  }
+
+  /**
+   * Its owner hangs the call up: it ends at once as `ended` (a browser's socket closes saying so),
+   * its end is saved like any other, and the carrier is told to hang up.
+   */
+  hangUp(call: LiveCall): void {
+    call.endReason ??= 'hangup';
+    call.session.hangUp(HUNG_UP_BY_OWNER);
+  }
+
+  /** Whether this process holds `callId`, live or with its end still being saved. */
+  holds(callId: number): boolean {
+    return this.endedWaiters.has(callId);
   }
 
   /** Resolves once the call has ended and its end is saved (with its webhook queued). */
@@ -211,6 +256,7 @@ export class CallLifecycle {
     if (calls.length > 0) this.deps.logger.info({ calls: calls.length, goodbyeMs }, 'ending the calls still live');
     for (const call of calls) {
       const session = call.session;
+      call.endReason ??= 'shutdown';
       if (goodbyeMs > 0 && call.attached && session.currentStatus === 'in-progress') session.send({ type: 'END', status: 'ended', goodbye: { kind: 'goodbye', reason: 'shutdown' } });
       else session.end('ended');
     }
@@ -238,7 +284,9 @@ export class CallLifecycle {
     this.stopped = true;
     this.stopping.abort();
     this.calls.stop();
+    await this.commands?.close();
     for (const call of [...this.calls.values()]) {
+      call.endReason ??= 'shutdown';
       call.session.end('ended');
       if (call.session.live) call.session.send({ type: 'CONNECTION_LOST' });
     }
@@ -272,7 +320,9 @@ export class CallLifecycle {
     this.endedWaiters.set(id, ended);
     let entry: LiveCall | undefined;
     const logger = this.deps.logger.child({ callId: id, userId: assistant.user_id, reqId: requestId });
-    const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry));
+    const events = new CallEventLog(id, clock.now(), logger);
+    events.record('start', clock.now(), { type: call.type, mode: spec.mode });
+    const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry, events));
     entry = {
       session,
       ownerId: assistant.user_id,
@@ -294,6 +344,8 @@ export class CallLifecycle {
       heardAt: null,
       beatTranscript: '',
       attached: false,
+      events,
+      endReason: null,
       persisting: Promise.resolve(),
       ended,
       resolveEnded,
@@ -311,11 +363,13 @@ export class CallLifecycle {
   }
 
   /** What a call's session reports, wired to its entry (`entry()`: undefined until it is made). */
-  private sessionHooks(spec: CallSpec, entry: () => LiveCall | undefined): SessionHooks {
+  private sessionHooks(spec: CallSpec, entry: () => LiveCall | undefined, events: CallEventLog): SessionHooks {
     const { pool, clock, metrics } = this.deps;
     const id = spec.callId;
+    const interruption = (state: 'paused' | 'resumed' | 'stood') => events.record('interruption', clock.now(), { state });
     return {
       status: (status, at) => {
+        if (LIVE_STATUSES.has(status)) events.record('status', at, { status });
         const call = entry();
         if (status === 'initiated' || !call) return;
         if (status === 'in-progress') call.lastMediaAt = clock.now();
@@ -326,11 +380,26 @@ export class CallLifecycle {
         const call = entry()!;
         if (call.carrierCallId && call.carrier) await call.carrier.transfer(call.carrierCallId, number);
       },
-      voiceToVoice: (ms) => metrics?.voiceToVoice(ms),
+      voiceToVoice: (ms) => {
+        metrics?.voiceToVoice(ms);
+        events.record('latency', clock.now(), { metric: 'voice_to_voice', ms: Math.round(ms) });
+      },
       turn: () => metrics?.turn(spec.mode),
-      interruption: () => metrics?.interruption(spec.mode),
-      resumed: () => metrics?.resumed(spec.mode),
-      firstByte: (kind, provider, ms) => metrics?.firstByte(kind, provider, ms),
+      interruption: () => {
+        metrics?.interruption(spec.mode);
+        interruption('stood');
+      },
+      resumed: () => {
+        metrics?.resumed(spec.mode);
+        interruption('resumed');
+      },
+      paused: () => interruption('paused'),
+      said: (turn) => events.record('turn', turn.endedAt, { role: turn.role, text: turn.text, start_offset_ms: events.offset(turn.startedAt), end_offset_ms: events.offset(turn.endedAt) }),
+      toolCall: (call) => events.record('tool_call', clock.now(), { name: call.name, duration_ms: Math.round(call.ms), ok: call.error === undefined, ...(call.error === undefined ? {} : { error: call.error }) }),
+      firstByte: (kind, provider, ms) => {
+        metrics?.firstByte(kind, provider, ms);
+        events.record('latency', clock.now(), { metric: 'llm_first_token', ms: Math.round(ms), provider });
+      },
       agentFrame: (frame) => {
         const call = entry()!;
         call.heardAt = clock.now();
@@ -345,8 +414,11 @@ export class CallLifecycle {
     const id = call.session.spec.callId;
     this.calls.remove(call);
     const costs = this.meter.ended(call, end);
+    call.events.record('end', end.endedAt, { status: end.status, duration: end.durationSeconds, reason: call.endReason });
     // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
     if (end.answeredAt === null) void this.hangUpUnanswered(call);
+    // Its owner hung it up: the carrier ends it too (closing its media stream alone may not).
+    else if (call.endReason === 'hangup') void this.hangUpAtCarrier(call, 'connected');
     const evaluate = call.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = call.recorder;
     call.recorder = undefined;
@@ -375,6 +447,7 @@ export class CallLifecycle {
         logger.error({ err: error, callId: id }, 'the recording could not be finished');
       }
     }
+    let written: CallEventRecord[] = [];
     const write = () =>
       pool.transaction(async (tx) => {
         const wrote = await endCall(tx, id, {
@@ -393,11 +466,16 @@ export class CallLifecycle {
           logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard); this end is not saved');
           return 0;
         }
+        // The events no heartbeat wrote, its end among them.
+        const unwritten = call.events.unwritten();
+        await insertCallEvents(tx, unwritten);
+        written = unwritten;
         return chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? this.deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
       });
     let charged = 0;
     try {
       charged = await this.saveWithRetries(id, write);
+      call.events.written(written);
     } finally {
       this.meter.committed(call, costs.total, charged);
     }
@@ -461,6 +539,32 @@ export class CallLifecycle {
     for (const beat of beats) {
       const call = beat.transcript === null ? undefined : this.calls.get(beat.id);
       if (call) call.beatTranscript = beat.transcript!;
+    }
+  }
+
+  /**
+   * After each heartbeat: the live calls' new events written in one statement (kept for the next
+   * beat, or the end, should it fail), then the requests waiting for them taken.
+   */
+  private async afterBeat(): Promise<void> {
+    const batches = [...this.calls.values()].map((call) => ({ log: call.events, events: call.events.unwritten() })).filter((batch) => batch.events.length > 0);
+    if (batches.length > 0) {
+      await insertCallEvents(this.deps.pool, batches.flatMap((batch) => batch.events));
+      for (const batch of batches) batch.log.written(batch.events);
+    }
+    await this.takeCommands([...this.calls.entries()].map(([id]) => id));
+  }
+
+  /** Takes and carries out the requests waiting for these calls of this process (a hang-up by their owner). */
+  private async takeCommands(ids: readonly number[]): Promise<void> {
+    if (ids.length === 0) return;
+    try {
+      for (const command of await takeCallCommands(this.deps.pool, ids)) {
+        const call = this.calls.get(command.call_id);
+        if (call && command.command === 'hangup') this.hangUp(call);
+      }
+    } catch (error) {
+      this.deps.logger.warn({ err: error }, 'requests to live calls could not be taken');
     }
   }
 

@@ -8,6 +8,7 @@ import { CONNECT_TIMEOUT_MS } from '../voice/machine.js';
 import type { CallSession } from '../voice/session.js';
 import type { CallMode, CallTransport } from '../voice/spec.js';
 import type { Carrier, InboundAnswer } from './carriers/types.js';
+import type { CallEventLog } from './events.js';
 import { WavRecorder } from './recording.js';
 
 /**
@@ -60,6 +61,10 @@ export interface LiveCall {
   beatTranscript: string;
   /** Its media socket has joined: the ticker paces it. */
   attached: boolean;
+  /** What happened in the call so far, written in batches (heartbeats, the end). */
+  readonly events: CallEventLog;
+  /** Why the platform ended it, when it did (`hangup`: its owner asked; `shutdown`: the server stopped). */
+  endReason: 'hangup' | 'shutdown' | null;
   /** Every status change saved so far, in order (a chain: each waits for the one before). */
   persisting: Promise<void>;
   /** Resolves once the call has ended and its end is saved. */

@@ -221,9 +221,14 @@ export async function closeOrphanedCall(db: DatabaseTransactionConnection, call:
   return true;
 }
 
-/** An ended call needs no heartbeat: its row goes in the transaction that writes the end. */
+/**
+ * An ended call needs no heartbeat, and a request to it (a hang-up) is moot: their rows go in the
+ * transaction that writes the end.
+ */
 export async function forgetHeartbeat(db: CommonQueryMethods, callId: number): Promise<void> {
+  // The heartbeat's row first: ends and sweeps of one call meet there (see `endCall`).
   await db.query(sql.unsafe`DELETE FROM call_heartbeats WHERE call_id = ${callId}`);
+  await db.query(sql.unsafe`DELETE FROM call_commands WHERE call_id = ${callId}`);
 }
 
 /** The type and country of a platform number, for its carrier price. */
