@@ -1,5 +1,9 @@
+import type { DatabasePool } from 'slonik';
+import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { isoTimestamp } from '../time.js';
+import type { SessionHooks } from '../voice/spec.js';
+import { insertCallEvents } from './repository.js';
 
 /**
  * A call's events as its owner reads them (`GET /user/calls/{id}/events`), kept in memory by the
@@ -78,4 +82,35 @@ export class CallEventLog {
     const last = events[events.length - 1]!.seq;
     this.pending = this.pending.filter((event) => event.seq > last);
   }
+}
+
+/** Statuses of a live call that are events of their own (the final one is the `end` event's). */
+const LIVE_STATUSES: ReadonlySet<string> = new Set(['ringing', 'in-progress']);
+
+/** The session's reports (the hooks it already calls) as events of the call, by the calls' clock. */
+export function eventHooks(events: CallEventLog, clock: Clock) {
+  const interruption = (state: 'paused' | 'resumed' | 'stood') => events.record('interruption', clock.now(), { state });
+  return {
+    status: (status: string, at: number) => {
+      if (LIVE_STATUSES.has(status)) events.record('status', at, { status });
+    },
+    voiceToVoice: (ms: number) => events.record('latency', clock.now(), { metric: 'voice_to_voice', ms: Math.round(ms) }),
+    interruption: () => interruption('stood'),
+    resumed: () => interruption('resumed'),
+    paused: () => interruption('paused'),
+    said: (turn) => events.record('turn', turn.endedAt, { role: turn.role, text: turn.text, start_offset_ms: events.offset(turn.startedAt), end_offset_ms: events.offset(turn.endedAt) }),
+    toolCall: (call) => events.record('tool_call', clock.now(), { name: call.name, duration_ms: Math.round(call.ms), ok: call.error === undefined, ...(call.error === undefined ? {} : { error: call.error }) }),
+    firstByte: (_kind: 'llm', provider: string, ms: number) => events.record('latency', clock.now(), { metric: 'llm_first_token', ms: Math.round(ms), provider }),
+  } satisfies Partial<SessionHooks> & { said: NonNullable<SessionHooks['said']>; toolCall: NonNullable<SessionHooks['toolCall']> };
+}
+
+/**
+ * Writes what these calls recorded since their last batch, in one statement; on failure it stays
+ * to be written with the next batch (or the call's end).
+ */
+export async function writeEvents(pool: DatabasePool, logs: readonly CallEventLog[]): Promise<void> {
+  const batches = logs.map((log) => ({ log, events: log.unwritten() })).filter((batch) => batch.events.length > 0);
+  if (batches.length === 0) return;
+  await insertCallEvents(pool, batches.flatMap((batch) => batch.events));
+  for (const batch of batches) batch.log.written(batch.events);
 }

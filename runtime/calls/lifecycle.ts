@@ -1,4 +1,3 @@
-import { relative } from 'node:path';
 import type { AssistantRow } from '../assistants/repository.js';
 import { within } from '../bounded.js';
 import { sleep } from '../clock.js';
@@ -9,15 +8,15 @@ import type { CallStatus } from '../../schemas/calls.js';
 import { CallSession } from '../voice/session.js';
 import type { CallEnd, CallMode, CallSpec, SessionHooks } from '../voice/spec.js';
 import type { Carriers } from './carriers/index.js';
-import { chargeEnded, rateOf } from './charges.js';
-import { CallEventLog, type CallEventRecord } from './events.js';
-import { CALL_COMMANDS_CHANNEL, insertCallEvents, takeCallCommands } from './eventsRepository.js';
+import { rateOf } from './charges.js';
+import { createCallCommands, type CallCommands } from './commands.js';
+import { finishRecording, writeEnd } from './ending.js';
+import { CallEventLog, eventHooks, writeEvents } from './events.js';
 import { CallMeter, type CallCosts } from './metering.js';
-import { listenTo, type Listener } from '../store/notifications.js';
 import { createCallPresence, defaultCallPresence, type CallPresence, type CallPresenceTimings } from './presence.js';
 import type { WavRecorder } from './recording.js';
-import { LiveCalls, type LiveCall } from './registry.js';
-import { endCall, insertCall, updateCallStatus, type CallHeartbeat } from './repository.js';
+import { LiveCalls, liveCallEntry, type LiveCall } from './registry.js';
+import { insertCall, updateCallStatus } from './repository.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
 
 /**
@@ -86,11 +85,7 @@ const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
 const STOP_SAVE_MS = 10_000;
 /** At a stop, a call's goodbye may take this long before the call is ended without it. */
 export const SHUTDOWN_GOODBYE_MS = 10_000;
-/** A webhook waits this long at most for the post-call evaluation. */
-const EVALUATION_HOLD_MS = 10 * 60_000;
 
-/** Statuses of a live call that are events of their own (the end is the `end` event). */
-const LIVE_STATUSES: ReadonlySet<string> = new Set(['ringing', 'in-progress']);
 /** What a browser's socket is told when its call's owner hangs it up. */
 const HUNG_UP_BY_OWNER = 'call ended by its owner';
 
@@ -117,8 +112,8 @@ export class CallLifecycle {
   private drainingCalls = false;
   /** The stop is ending the live calls: one whose start was under way is ended as it arrives. */
   private ending = false;
-  /** Requests to this process's calls from other processes (a hang-up), as they are made. */
-  private readonly commands: Listener | undefined;
+  /** Requests to this process's calls from other processes (a hang-up). */
+  private readonly commands: CallCommands;
 
   constructor(private readonly deps: VoiceDeps) {
     this.calls = new LiveCalls({
@@ -137,23 +132,23 @@ export class CallLifecycle {
       timings: deps.presence ?? defaultCallPresence,
       recordingsDir: deps.recordingsDir,
       recordingUrl: deps.recordingUrl,
-      held: () => this.held(),
-      written: (beats) => this.written(beats),
+      held: () => this.calls.beats(this.saving),
+      written: (beats) => this.calls.beatsWritten(beats),
       settled: () => deps.wakeWebhooks(),
       lost: (ids) => this.lost(ids),
       afterBeat: () => this.afterBeat(),
     });
     this.presence.start({ exclusive: deps.exclusiveDatabase ?? false });
-    if (deps.databaseUrl) {
-      this.commands = listenTo(deps.databaseUrl, CALL_COMMANDS_CHANNEL, {
-        notified: (payload) => {
-          const id = Number(payload);
-          if (this.calls.has(id)) void this.takeCommands([id]);
-        },
-        // Requests made while the connection was down are taken now rather than at the next heartbeat.
-        listening: () => void this.takeCommands([...this.calls.entries()].map(([id]) => id)),
-      }, deps.logger);
-    }
+    this.commands = createCallCommands({
+      pool: deps.pool,
+      databaseUrl: deps.databaseUrl,
+      logger: deps.logger,
+      held: () => [...this.calls.ids()],
+      hangUp: (id) => {
+        const call = this.calls.get(id);
+        if (call) this.hangUp(call);
+      },
+    });
   }
 
   /** A stop has begun: new calls are refused. */
@@ -284,7 +279,7 @@ export class CallLifecycle {
     this.stopped = true;
     this.stopping.abort();
     this.calls.stop();
-    await this.commands?.close();
+    await this.commands.close();
     for (const call of [...this.calls.values()]) {
       call.endReason ??= 'shutdown';
       call.session.end('ended');
@@ -315,41 +310,27 @@ export class CallLifecycle {
     });
     const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
     const token = this.calls.issueToken();
-    let resolveEnded!: () => void;
-    const ended = new Promise<void>((resolve) => (resolveEnded = resolve));
-    this.endedWaiters.set(id, ended);
     let entry: LiveCall | undefined;
     const logger = this.deps.logger.child({ callId: id, userId: assistant.user_id, reqId: requestId });
     const events = new CallEventLog(id, clock.now(), logger);
     events.record('start', clock.now(), { type: call.type, mode: spec.mode });
     const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry, events));
-    entry = {
+    entry = liveCallEntry({
       session,
       ownerId: assistant.user_id,
       rate,
-      cutOff: false,
       record: assistant.record,
       evaluate: assistant.post_call_evaluation && assistant.post_call_schema.length > 0,
-      recorder: undefined,
       mode: spec.mode,
       tokenHash: token.hash,
       tokenExpires: token.expires,
-      tokenUsed: false,
       carrierCallId: call.carrierCallId,
       carrierName: call.carrierName,
       carrier: call.carrierName === null ? undefined : this.deps.carriers.of(call.carrierName),
-      carrierEnded: false,
-      answer: undefined,
       lastMediaAt: clock.now(),
-      heardAt: null,
-      beatTranscript: '',
-      attached: false,
       events,
-      endReason: null,
-      persisting: Promise.resolve(),
-      ended,
-      resolveEnded,
-    };
+    });
+    this.endedWaiters.set(id, entry.ended);
     this.meter.admitted(opening);
     this.calls.add(entry);
     this.presence.arm();
@@ -366,10 +347,10 @@ export class CallLifecycle {
   private sessionHooks(spec: CallSpec, entry: () => LiveCall | undefined, events: CallEventLog): SessionHooks {
     const { pool, clock, metrics } = this.deps;
     const id = spec.callId;
-    const interruption = (state: 'paused' | 'resumed' | 'stood') => events.record('interruption', clock.now(), { state });
+    const recorded = eventHooks(events, clock);
     return {
       status: (status, at) => {
-        if (LIVE_STATUSES.has(status)) events.record('status', at, { status });
+        recorded.status(status, at);
         const call = entry();
         if (status === 'initiated' || !call) return;
         if (status === 'in-progress') call.lastMediaAt = clock.now();
@@ -382,23 +363,23 @@ export class CallLifecycle {
       },
       voiceToVoice: (ms) => {
         metrics?.voiceToVoice(ms);
-        events.record('latency', clock.now(), { metric: 'voice_to_voice', ms: Math.round(ms) });
+        recorded.voiceToVoice(ms);
       },
       turn: () => metrics?.turn(spec.mode),
       interruption: () => {
         metrics?.interruption(spec.mode);
-        interruption('stood');
+        recorded.interruption();
       },
       resumed: () => {
         metrics?.resumed(spec.mode);
-        interruption('resumed');
+        recorded.resumed();
       },
-      paused: () => interruption('paused'),
-      said: (turn) => events.record('turn', turn.endedAt, { role: turn.role, text: turn.text, start_offset_ms: events.offset(turn.startedAt), end_offset_ms: events.offset(turn.endedAt) }),
-      toolCall: (call) => events.record('tool_call', clock.now(), { name: call.name, duration_ms: Math.round(call.ms), ok: call.error === undefined, ...(call.error === undefined ? {} : { error: call.error }) }),
+      paused: recorded.paused,
+      said: recorded.said,
+      toolCall: recorded.toolCall,
       firstByte: (kind, provider, ms) => {
         metrics?.firstByte(kind, provider, ms);
-        events.record('latency', clock.now(), { metric: 'llm_first_token', ms: Math.round(ms), provider });
+        recorded.firstByte(kind, provider, ms);
       },
       agentFrame: (frame) => {
         const call = entry()!;
@@ -436,46 +417,14 @@ export class CallLifecycle {
    * (tried until the database takes it), then its evaluation and transcript index.
    */
   private async saveEnd(call: LiveCall, end: CallEnd, { costs, recorder, evaluate }: { costs: CallCosts; recorder: WavRecorder | undefined; evaluate: boolean }): Promise<void> {
-    const { pool, logger } = this.deps;
+    const { logger } = this.deps;
     const id = call.session.spec.callId;
-    let recordingPath: string | null = null;
-    if (recorder) {
-      try {
-        await recorder.close();
-        recordingPath = relative(this.deps.recordingsDir, recorder.path);
-      } catch (error) {
-        logger.error({ err: error, callId: id }, 'the recording could not be finished');
-      }
-    }
-    let written: CallEventRecord[] = [];
-    const write = () =>
-      pool.transaction(async (tx) => {
-        const wrote = await endCall(tx, id, {
-          recordingPath,
-          evaluationPending: evaluate,
-          carrierCost: costs.carrier,
-          totalCost: costs.total,
-          status: end.status as CallStatus,
-          transcript: end.transcript,
-          duration: end.durationSeconds,
-          answeredBy: end.answeredBy,
-          answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
-          endedAt: isoTimestamp(end.endedAt),
-        });
-        if (!wrote) {
-          logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard); this end is not saved');
-          return 0;
-        }
-        // The events no heartbeat wrote, its end among them.
-        const unwritten = call.events.unwritten();
-        await insertCallEvents(tx, unwritten);
-        written = unwritten;
-        return chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? this.deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
-      });
+    const recordingPath = await finishRecording(this.deps, id, recorder);
     let charged = 0;
     try {
-      charged = await this.saveWithRetries(id, write);
-      call.events.written(written);
+      const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { costs, recordingPath, evaluate }));
+      charged = saved.charged;
+      call.events.written(saved.events);
     } finally {
       this.meter.committed(call, costs.total, charged);
     }
@@ -523,49 +472,13 @@ export class CallLifecycle {
     if (this.calls.size === 0 && this.starting === 0 && this.unsaved.size === 0) for (const waiter of this.quietWaiters.splice(0)) waiter();
   }
 
-  /** This process's calls as its heartbeat reports them: live ones, and those whose end is still being saved. */
-  private held(): CallHeartbeat[] {
-    const beats: CallHeartbeat[] = [];
-    for (const [id, call] of this.calls.entries()) {
-      // Written only when it changed (a turn), not every second.
-      const transcript = call.session.transcriptText();
-      beats.push({ id, heardAt: call.heardAt === null ? null : isoTimestamp(call.heardAt), transcript: transcript === call.beatTranscript ? null : transcript });
-    }
-    for (const id of this.saving) if (!this.calls.has(id)) beats.push({ id, heardAt: null, transcript: null });
-    return beats;
-  }
-
-  private written(beats: readonly CallHeartbeat[]): void {
-    for (const beat of beats) {
-      const call = beat.transcript === null ? undefined : this.calls.get(beat.id);
-      if (call) call.beatTranscript = beat.transcript!;
-    }
-  }
-
   /**
    * After each heartbeat: the live calls' new events written in one statement (kept for the next
    * beat, or the end, should it fail), then the requests waiting for them taken.
    */
   private async afterBeat(): Promise<void> {
-    const batches = [...this.calls.values()].map((call) => ({ log: call.events, events: call.events.unwritten() })).filter((batch) => batch.events.length > 0);
-    if (batches.length > 0) {
-      await insertCallEvents(this.deps.pool, batches.flatMap((batch) => batch.events));
-      for (const batch of batches) batch.log.written(batch.events);
-    }
-    await this.takeCommands([...this.calls.entries()].map(([id]) => id));
-  }
-
-  /** Takes and carries out the requests waiting for these calls of this process (a hang-up by their owner). */
-  private async takeCommands(ids: readonly number[]): Promise<void> {
-    if (ids.length === 0) return;
-    try {
-      for (const command of await takeCallCommands(this.deps.pool, ids)) {
-        const call = this.calls.get(command.call_id);
-        if (call && command.command === 'hangup') this.hangUp(call);
-      }
-    } catch (error) {
-      this.deps.logger.warn({ err: error }, 'requests to live calls could not be taken');
-    }
+    await writeEvents(this.deps.pool, [...this.calls.values()].map((call) => call.events));
+    await this.commands.takeAll();
   }
 
   /** Calls another process's sweep ended while this one could not vouch for them. */

@@ -1,5 +1,6 @@
 import { UniqueIntegrityConstraintViolationError } from 'slonik';
 import { findAssistant, findAssistantByUuid } from '../assistants/repository.js';
+import { within } from '../bounded.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import { callerNumber, inboundAssistantOf } from '../phoneNumbers/repository.js';
 import type { CarrierFailure } from '../voice/machine.js';
@@ -8,8 +9,7 @@ import type { CallSession } from '../voice/session.js';
 import type { CallMode, CallTransport } from '../voice/spec.js';
 import { CarrierError, type AnsweredBy, type CarrierStatus, type InboundAnswer } from './carriers/types.js';
 import { CallLifecycle, SHUTDOWN_GOODBYE_MS, type VoiceDeps } from './lifecycle.js';
-import { callEnded, requestHangUp } from './eventsRepository.js';
-import { findCall, setCarrierCallId } from './repository.js';
+import { callEnded, findCall, requestHangUp, setCarrierCallId } from './repository.js';
 import type { LiveCall, LiveCalls } from './registry.js';
 
 export { MEDIA_TIMEOUT_MS } from './registry.js';
@@ -144,8 +144,8 @@ export class VoiceService {
 
   /**
    * Its owner hangs up a live call, wherever it runs: here it ends at once; held by another
-   * process, that process is asked (a row it takes, and a notification) and this waits up to
-   * `HANG_UP_WAIT_MS` for the end to be saved.
+   * process, that process is asked (a row it takes, and a notification). Either way this waits up
+   * to `HANG_UP_WAIT_MS` for the end to be saved.
    * @returns whether the end is saved (false: asked, still ending).
    * @throws PlatformError `call_not_found` (not the user's); ValidationError when it has already ended.
    */
@@ -157,8 +157,10 @@ export class VoiceService {
     const local = this.calls.get(callId);
     if (local) {
       this.lifecycle.hangUp(local);
-      await this.lifecycle.whenEnded(callId);
-      return { ended: true };
+      // Its end is saved at once unless the database is away (then it is tried again meanwhile).
+      let saved = false;
+      await within(this.lifecycle.whenEnded(callId).then(() => (saved = true)), HANG_UP_WAIT_MS);
+      return { ended: saved };
     }
     await requestHangUp(pool, callId);
     return { ended: await this.untilEnded(callId, HANG_UP_WAIT_MS) };

@@ -3,9 +3,8 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { callCosts } from '../prices.js';
 import { chargeEnded, rateOf } from './charges.js';
-import { insertOrphanEndEvent } from './eventsRepository.js';
 import { recoverRecording } from './recording.js';
-import { closeOrphanedCall, orphanedCalls, touchCalls, type CallHeartbeat, type OrphanedCall } from './repository.js';
+import { closeOrphanedCall, insertOrphanEndEvent, orphanedCalls, touchCalls, type CallHeartbeat, type OrphanedCall } from './repository.js';
 
 /**
  * Which process holds which call, as PostgreSQL knows it. While a process has calls it vouches

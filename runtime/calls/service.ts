@@ -6,9 +6,8 @@ import type { Clock } from '../clock.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import { datetime, pgTimestampToIso } from '../time.js';
 import type { SearchIndex } from '../search/types.js';
-import { listCallEvents, liveCallFacts } from './eventsRepository.js';
 import { verifyRecording } from './recording.js';
-import { campaignOwned, findCall, findCallsByIds, listCalls, recordingPathOf, type CallFilters, type CallRow } from './repository.js';
+import { campaignOwned, findCall, findCallsByIds, listCallEvents, listCalls, liveCallFacts, recordingPathOf, type CallFilters, type CallRow } from './repository.js';
 
 /** `search_after` cursors: the last call's time and id, base64url. */
 export function encodeCursor(last: { createdAt: string; id: number }): string {
