@@ -56,7 +56,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...phoneNumberRoutes(services.phoneNumbers),
     ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),
     ...widgetRoutes((uuid) => services.conversations.widgetOf(uuid)),
-    ...callRoutes(services.calls, () => runtime.publicUrl()),
+    ...callRoutes(services.calls, services.voice, () => runtime.publicUrl()),
     ...ledgerRoutes(services.ledger, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),

@@ -253,6 +253,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     evaluate: (callId) => evaluator.evaluate(callId),
     presence: config.callPresence,
     exclusiveDatabase: embedded !== undefined,
+    databaseUrl,
     indexCall: async (callId) => {
       const row = await callForIndex(db, callId);
       if (row) await index.indexCall({ id: row.id, userId: row.user_id, assistantId: row.assistant_id, campaignId: row.campaign_id, status: row.status, type: row.type, clientPhoneNumber: row.client_phone_number, createdAt: row.created_at, transcript: row.transcript });
@@ -270,7 +271,17 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
-    calls: createCallService({ pool: db, recordingUrl: signedRecordingUrl, index, recordings, clock }),
+    calls: createCallService({
+      pool: db,
+      recordingUrl: signedRecordingUrl,
+      index,
+      recordings,
+      clock,
+      live: (callId) => {
+        const session = voice.session(callId);
+        return session?.live ? { transcript: session.transcriptText(), answeredAt: session.answeredTime } : undefined;
+      },
+    }),
     webhooks: createWebhookService({ pool: db, secretOverlapMs: config.webhookSecretOverlapMs, onQueued: () => webhookWorker.wake() }),
     ledger: createLedgerService({ pool: db }),
     conversationEngine,

@@ -45,3 +45,11 @@ export const placeCallSchema = compileSchema<{ assistant_id: number; phone_numbe
 export const webCallSchema = compileSchema<{ assistant_id: string }>({
   assistant_id: uuid({ description: 'The assistant UUID' }),
 });
+
+/** Events per page of a call's events by default; a call rarely has more. */
+export const CALL_EVENTS_PER_PAGE = 100;
+
+export const callEventsSchema = compileSchema<{ per_page?: number; page?: number }>({
+  per_page: integer({ optional: true, min: 1, max: 500, description: 'Events per page, 1-500; default 100' }),
+  page: integer({ optional: true, min: 1, description: 'Page number, from 1' }),
+});

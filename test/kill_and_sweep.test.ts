@@ -12,7 +12,8 @@ import { embeddedUrl, isRunning, spawnServer, startServer, until, type LogLine, 
  * Servers killed outright (SIGKILL), and servers refused before they touch anything:
  * 1. Two servers on one database; the one holding live calls is killed. The other settles them
  *    within the configured sweep time, each charged up to when it was last heard (the kill, to the
- *    heartbeat), with its transcript so far (written with the heartbeat) and its webhook delivered.
+ *    heartbeat), with its transcript so far (written with the heartbeat) and its webhook delivered;
+ *    the events its process wrote with its heartbeats are kept, and the sweep's end follows them.
  * 2. The one server on its embedded database is killed with a live call; the next start takes the
  *    orphaned PostgreSQL over and settles the call at once, charged up to when it was last heard,
  *    its transcript so far kept.
@@ -113,6 +114,11 @@ t.test('a killed server\'s calls are settled by another server within the sweep 
     t.ok(call.duration >= Math.floor(spoke - 0.2) && call.duration <= Math.ceil(spoke) + 1, `call ${call.id}: billed ${call.duration} s of ${spoke.toFixed(2)} s talked (heartbeat 0.2 s)`);
     t.ok(call.total_cost > 0, `call ${call.id}: charged ${call.total_cost}`);
     t.equal(call.transcript, 'assistant: Hello.', `call ${call.id}: the transcript so far kept`);
+    const events = (await survivor.api('GET', `/user/calls/${call.id}/events`, undefined, account.token)).body.data as Array<{ type: string; offset_ms: number; data: Record<string, unknown> }>;
+    t.match(events[0], { type: 'start', offset_ms: 0, data: { type: 'outbound' } }, `call ${call.id}: its start, written with a heartbeat`);
+    t.ok(events.some((e) => e.type === 'status' && e.data.status === 'in-progress'), `call ${call.id}: its answer`);
+    t.ok(events.some((e) => e.type === 'turn' && e.data.role === 'assistant' && e.data.text === 'Hello.'), `call ${call.id}: the greeting's turn`);
+    t.match(events.at(-1), { type: 'end', data: { status: 'ended', duration: call.duration, reason: 'orphaned' } }, `call ${call.id}: the end the sweep wrote, after the rest`);
     t.comment(`SIGKILL: call ${call.id} billed ${call.duration} s of ${spoke.toFixed(2)} s talked; settled ${settledIn} ms after the kill`);
   }
   const charges = await withClient(databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM ledger_entries WHERE kind = 'call' AND reference = ANY($1)`, [ids.map(String)])).rows[0].n));

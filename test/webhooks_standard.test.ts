@@ -202,7 +202,7 @@ t.test("a secret issued before Standard Webhooks keeps its key and its receivers
   const key = Buffer.from(Array.from({ length: 32 }, (_, i) => 250 - i * 3));
   const former = `whsec_${key.toString('base64url')}`;
   t.match(former, /[-_]/, 'characters standard base64 does not have');
-  const migration = (await loadMigrations()).find((m) => m.name.endsWith('_stdhooks_webhook_secrets'))!;
+  const migration = (await loadMigrations()).find((m) => m.name.endsWith('_webhook_secrets_standard'))!;
   await withClient(api.databaseUrl, async (db) => {
     await db.query('DELETE FROM schema_migrations WHERE name = $1', [migration.name]);
     await db.query('ALTER TABLE users DROP COLUMN webhook_secret_legacy, DROP COLUMN webhook_secret_previous, DROP COLUMN webhook_secret_previous_until');

@@ -1,5 +1,6 @@
+import type { VoiceService } from '../../runtime/calls/live.js';
 import type { CallService } from '../../runtime/calls/service.js';
-import { listCallsSchema } from '../../schemas/calls.js';
+import { CALL_EVENTS_PER_PAGE, callEventsSchema, listCallsSchema } from '../../schemas/calls.js';
 import { checkRealDay } from '../../schemas/dates.js';
 import { DEFAULT_PER_PAGE } from '../../schemas/pagination.js';
 import { paginate } from '../http/pagination.js';
@@ -8,7 +9,7 @@ import { json, type RouteDefinition } from '../http/types.js';
 
 const tag = 'Calls';
 
-export function callRoutes(calls: CallService, publicUrl: () => string): RouteDefinition[] {
+export function callRoutes(calls: CallService, voice: VoiceService, publicUrl: () => string): RouteDefinition[] {
   return [
     {
       method: 'GET',
@@ -37,9 +38,35 @@ export function callRoutes(calls: CallService, publicUrl: () => string): RouteDe
       path: '/api/user/calls/:id',
       auth: 'user',
       tag,
-      summary: 'One call with every field of spec 2.10',
+      summary: 'One call with every field of spec 2.10; a live one with its duration and transcript so far',
       async handler(req) {
         return json(200, { data: await calls.get(userId(req), idParam(req, 'id', 'call_not_found')) });
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/user/calls/:id/hangup',
+      auth: 'user',
+      tag,
+      summary: 'End a live call now, whichever server holds it: status `ended`, saved like any other end (charge, recording, transcript, webhook); the carrier hangs up and a browser call\'s socket closes. 422 once it has ended',
+      async handler(req) {
+        const id = idParam(req, 'id', 'call_not_found');
+        const { ended } = await voice.hangUp(userId(req), id);
+        const data = await calls.get(userId(req), id);
+        return ended ? json(200, { message: 'Call ended successfully', data }) : json(202, { message: 'The call is being ended', data });
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/user/calls/:id/events',
+      auth: 'user',
+      tag,
+      summary: "A call's events in the order they happened (start, statuses, turns, interruptions, tool calls, latencies, end), paginated; written every heartbeat while it is live",
+      querySchema: callEventsSchema.schema,
+      async handler(req) {
+        const query = callEventsSchema(req.query);
+        const page = await calls.events(userId(req), idParam(req, 'id', 'call_not_found'), query.page ?? 1, query.per_page ?? CALL_EVENTS_PER_PAGE);
+        return json(200, paginate(page, publicUrl(), req.path, req.rawQuery));
       },
     },
   ];

@@ -88,10 +88,10 @@ export function mediaSocket(app: uWS.TemplatedApp, format: MediaFormat, deps: Me
       clear() {
         if (!data.closed) send(ws, codec.clear());
       },
-      close() {
+      close(reason) {
         if (data.closed) return;
         data.closed = true;
-        ws.end(1000, 'call ended');
+        ws.end(1000, reason ?? 'call ended');
       },
     };
     data.input = deps.voice.attach(session, transport);

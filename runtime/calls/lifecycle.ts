@@ -1,4 +1,3 @@
-import { relative } from 'node:path';
 import type { AssistantRow } from '../assistants/repository.js';
 import { within } from '../bounded.js';
 import { sleep } from '../clock.js';
@@ -9,12 +8,15 @@ import type { CallStatus } from '../../schemas/calls.js';
 import { CallSession } from '../voice/session.js';
 import type { CallEnd, CallMode, CallSpec, SessionHooks } from '../voice/spec.js';
 import type { Carriers } from './carriers/index.js';
-import { chargeEnded, rateOf } from './charges.js';
+import { rateOf } from './charges.js';
+import { createCallCommands, type CallCommands } from './commands.js';
+import { finishRecording, writeEnd } from './ending.js';
+import { CallEventLog, eventHooks, writeEvents } from './events.js';
 import { CallMeter, type CallCosts } from './metering.js';
 import { createCallPresence, defaultCallPresence, type CallPresence, type CallPresenceTimings } from './presence.js';
 import type { WavRecorder } from './recording.js';
-import { LiveCalls, type LiveCall } from './registry.js';
-import { endCall, insertCall, updateCallStatus, type CallHeartbeat } from './repository.js';
+import { LiveCalls, liveCallEntry, type LiveCall } from './registry.js';
+import { insertCall, updateCallStatus } from './repository.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
 
 /**
@@ -59,6 +61,11 @@ export interface VoiceDeps extends CallSpecDeps {
    * left by this process's predecessor, and is settled at once rather than after the orphan age.
    */
   readonly exclusiveDatabase?: boolean;
+  /**
+   * The database the pool is of: the process listens on it for requests to the calls it holds
+   * (a hang-up asked of another process). Without it they are taken at each heartbeat only.
+   */
+  readonly databaseUrl?: string;
 }
 
 /** A call being started: where it comes from, and the carrier its number records (none for a web call). */
@@ -78,8 +85,9 @@ const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
 const STOP_SAVE_MS = 10_000;
 /** At a stop, a call's goodbye may take this long before the call is ended without it. */
 export const SHUTDOWN_GOODBYE_MS = 10_000;
-/** A webhook waits this long at most for the post-call evaluation. */
-const EVALUATION_HOLD_MS = 10 * 60_000;
+
+/** What a browser's socket is told when its call's owner hangs it up. */
+const HUNG_UP_BY_OWNER = 'call ended by its owner';
 
 const shuttingDown = () => new PlatformError('shutting_down', { headers: { 'Retry-After': '5' } });
 
@@ -104,6 +112,8 @@ export class CallLifecycle {
   private drainingCalls = false;
   /** The stop is ending the live calls: one whose start was under way is ended as it arrives. */
   private ending = false;
+  /** Requests to this process's calls from other processes (a hang-up). */
+  private readonly commands: CallCommands;
 
   constructor(private readonly deps: VoiceDeps) {
     this.calls = new LiveCalls({
@@ -122,12 +132,23 @@ export class CallLifecycle {
       timings: deps.presence ?? defaultCallPresence,
       recordingsDir: deps.recordingsDir,
       recordingUrl: deps.recordingUrl,
-      held: () => this.held(),
-      written: (beats) => this.written(beats),
+      held: () => this.calls.beats(this.saving),
+      written: (beats) => this.calls.beatsWritten(beats),
       settled: () => deps.wakeWebhooks(),
       lost: (ids) => this.lost(ids),
+      afterBeat: () => this.afterBeat(),
     });
     this.presence.start({ exclusive: deps.exclusiveDatabase ?? false });
+    this.commands = createCallCommands({
+      pool: deps.pool,
+      databaseUrl: deps.databaseUrl,
+      logger: deps.logger,
+      held: () => [...this.calls.ids()],
+      hangUp: (id) => {
+        const call = this.calls.get(id);
+        if (call) this.hangUp(call);
+      },
+    });
   }
 
   /** A stop has begun: new calls are refused. */
@@ -166,12 +187,31 @@ export class CallLifecycle {
   }
 
   /** Tells the carrier to stop a call that was never answered here, unless the carrier ended it itself. */
-  async hangUpUnanswered(call: LiveCall): Promise<void> {
+  hangUpUnanswered(call: LiveCall): Promise<void> {
+    return this.hangUpAtCarrier(call, call.session.spec.type === 'outbound' ? 'ringing' : 'connected');
+  }
+
+  /** Tells the carrier to end the call (in `state`), unless the carrier ended it itself. */
+  private async hangUpAtCarrier(call: LiveCall, state: 'ringing' | 'connected'): Promise<void> {
     if (call.carrierCallId === null || call.carrierEnded || !call.carrier) return;
     const callId = call.session.spec.callId;
-    await call.carrier.hangUp(call.carrierCallId, call.session.spec.type === 'outbound' ? 'ringing' : 'connected').catch((error: unknown) =>
+    await call.carrier.hangUp(call.carrierCallId, state).catch((error: unknown) =>
       this.deps.logger.debug({ err: error, callId }, 'the carrier did not take the hang-up (the call may have ended there first)'),
     );
+  }
+
+  /**
+   * Its owner hangs the call up: it ends at once as `ended` (a browser's socket closes saying so),
+   * its end is saved like any other, and the carrier is told to hang up.
+   */
+  hangUp(call: LiveCall): void {
+    call.endReason ??= 'hangup';
+    call.session.hangUp(HUNG_UP_BY_OWNER);
+  }
+
+  /** Whether this process holds `callId`, live or with its end still being saved. */
+  holds(callId: number): boolean {
+    return this.endedWaiters.has(callId);
   }
 
   /** Resolves once the call has ended and its end is saved (with its webhook queued). */
@@ -211,6 +251,7 @@ export class CallLifecycle {
     if (calls.length > 0) this.deps.logger.info({ calls: calls.length, goodbyeMs }, 'ending the calls still live');
     for (const call of calls) {
       const session = call.session;
+      call.endReason ??= 'shutdown';
       if (goodbyeMs > 0 && call.attached && session.currentStatus === 'in-progress') session.send({ type: 'END', status: 'ended', goodbye: { kind: 'goodbye', reason: 'shutdown' } });
       else session.end('ended');
     }
@@ -238,7 +279,9 @@ export class CallLifecycle {
     this.stopped = true;
     this.stopping.abort();
     this.calls.stop();
+    await this.commands.close();
     for (const call of [...this.calls.values()]) {
+      call.endReason ??= 'shutdown';
       call.session.end('ended');
       if (call.session.live) call.session.send({ type: 'CONNECTION_LOST' });
     }
@@ -267,37 +310,27 @@ export class CallLifecycle {
     });
     const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
     const token = this.calls.issueToken();
-    let resolveEnded!: () => void;
-    const ended = new Promise<void>((resolve) => (resolveEnded = resolve));
-    this.endedWaiters.set(id, ended);
     let entry: LiveCall | undefined;
     const logger = this.deps.logger.child({ callId: id, userId: assistant.user_id, reqId: requestId });
-    const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry));
-    entry = {
+    const events = new CallEventLog(id, clock.now(), logger);
+    events.record('start', clock.now(), { type: call.type, mode: spec.mode });
+    const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry, events));
+    entry = liveCallEntry({
       session,
       ownerId: assistant.user_id,
       rate,
-      cutOff: false,
       record: assistant.record,
       evaluate: assistant.post_call_evaluation && assistant.post_call_schema.length > 0,
-      recorder: undefined,
       mode: spec.mode,
       tokenHash: token.hash,
       tokenExpires: token.expires,
-      tokenUsed: false,
       carrierCallId: call.carrierCallId,
       carrierName: call.carrierName,
       carrier: call.carrierName === null ? undefined : this.deps.carriers.of(call.carrierName),
-      carrierEnded: false,
-      answer: undefined,
       lastMediaAt: clock.now(),
-      heardAt: null,
-      beatTranscript: '',
-      attached: false,
-      persisting: Promise.resolve(),
-      ended,
-      resolveEnded,
-    };
+      events,
+    });
+    this.endedWaiters.set(id, entry.ended);
     this.meter.admitted(opening);
     this.calls.add(entry);
     this.presence.arm();
@@ -311,11 +344,13 @@ export class CallLifecycle {
   }
 
   /** What a call's session reports, wired to its entry (`entry()`: undefined until it is made). */
-  private sessionHooks(spec: CallSpec, entry: () => LiveCall | undefined): SessionHooks {
+  private sessionHooks(spec: CallSpec, entry: () => LiveCall | undefined, events: CallEventLog): SessionHooks {
     const { pool, clock, metrics } = this.deps;
     const id = spec.callId;
+    const recorded = eventHooks(events, clock);
     return {
       status: (status, at) => {
+        recorded.status(status, at);
         const call = entry();
         if (status === 'initiated' || !call) return;
         if (status === 'in-progress') call.lastMediaAt = clock.now();
@@ -326,11 +361,26 @@ export class CallLifecycle {
         const call = entry()!;
         if (call.carrierCallId && call.carrier) await call.carrier.transfer(call.carrierCallId, number);
       },
-      voiceToVoice: (ms) => metrics?.voiceToVoice(ms),
+      voiceToVoice: (ms) => {
+        metrics?.voiceToVoice(ms);
+        recorded.voiceToVoice(ms);
+      },
       turn: () => metrics?.turn(spec.mode),
-      interruption: () => metrics?.interruption(spec.mode),
-      resumed: () => metrics?.resumed(spec.mode),
-      firstByte: (kind, provider, ms) => metrics?.firstByte(kind, provider, ms),
+      interruption: () => {
+        metrics?.interruption(spec.mode);
+        recorded.interruption();
+      },
+      resumed: () => {
+        metrics?.resumed(spec.mode);
+        recorded.resumed();
+      },
+      paused: recorded.paused,
+      said: recorded.said,
+      toolCall: recorded.toolCall,
+      firstByte: (kind, provider, ms) => {
+        metrics?.firstByte(kind, provider, ms);
+        recorded.firstByte(kind, provider, ms);
+      },
       agentFrame: (frame) => {
         const call = entry()!;
         call.heardAt = clock.now();
@@ -345,8 +395,11 @@ export class CallLifecycle {
     const id = call.session.spec.callId;
     this.calls.remove(call);
     const costs = this.meter.ended(call, end);
+    call.events.record('end', end.endedAt, { status: end.status, duration: end.durationSeconds, reason: call.endReason });
     // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
     if (end.answeredAt === null) void this.hangUpUnanswered(call);
+    // Its owner hung it up: the carrier ends it too (closing its media stream alone may not).
+    else if (call.endReason === 'hangup') void this.hangUpAtCarrier(call, 'connected');
     const evaluate = call.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = call.recorder;
     call.recorder = undefined;
@@ -364,40 +417,14 @@ export class CallLifecycle {
    * (tried until the database takes it), then its evaluation and transcript index.
    */
   private async saveEnd(call: LiveCall, end: CallEnd, { costs, recorder, evaluate }: { costs: CallCosts; recorder: WavRecorder | undefined; evaluate: boolean }): Promise<void> {
-    const { pool, logger } = this.deps;
+    const { logger } = this.deps;
     const id = call.session.spec.callId;
-    let recordingPath: string | null = null;
-    if (recorder) {
-      try {
-        await recorder.close();
-        recordingPath = relative(this.deps.recordingsDir, recorder.path);
-      } catch (error) {
-        logger.error({ err: error, callId: id }, 'the recording could not be finished');
-      }
-    }
-    const write = () =>
-      pool.transaction(async (tx) => {
-        const wrote = await endCall(tx, id, {
-          recordingPath,
-          evaluationPending: evaluate,
-          carrierCost: costs.carrier,
-          totalCost: costs.total,
-          status: end.status as CallStatus,
-          transcript: end.transcript,
-          duration: end.durationSeconds,
-          answeredBy: end.answeredBy,
-          answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
-          endedAt: isoTimestamp(end.endedAt),
-        });
-        if (!wrote) {
-          logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard); this end is not saved');
-          return 0;
-        }
-        return chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? this.deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
-      });
+    const recordingPath = await finishRecording(this.deps, id, recorder);
     let charged = 0;
     try {
-      charged = await this.saveWithRetries(id, write);
+      const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { costs, recordingPath, evaluate }));
+      charged = saved.charged;
+      call.events.written(saved.events);
     } finally {
       this.meter.committed(call, costs.total, charged);
     }
@@ -445,23 +472,13 @@ export class CallLifecycle {
     if (this.calls.size === 0 && this.starting === 0 && this.unsaved.size === 0) for (const waiter of this.quietWaiters.splice(0)) waiter();
   }
 
-  /** This process's calls as its heartbeat reports them: live ones, and those whose end is still being saved. */
-  private held(): CallHeartbeat[] {
-    const beats: CallHeartbeat[] = [];
-    for (const [id, call] of this.calls.entries()) {
-      // Written only when it changed (a turn), not every second.
-      const transcript = call.session.transcriptText();
-      beats.push({ id, heardAt: call.heardAt === null ? null : isoTimestamp(call.heardAt), transcript: transcript === call.beatTranscript ? null : transcript });
-    }
-    for (const id of this.saving) if (!this.calls.has(id)) beats.push({ id, heardAt: null, transcript: null });
-    return beats;
-  }
-
-  private written(beats: readonly CallHeartbeat[]): void {
-    for (const beat of beats) {
-      const call = beat.transcript === null ? undefined : this.calls.get(beat.id);
-      if (call) call.beatTranscript = beat.transcript!;
-    }
+  /**
+   * After each heartbeat: the live calls' new events written in one statement (kept for the next
+   * beat, or the end, should it fail), then the requests waiting for them taken.
+   */
+  private async afterBeat(): Promise<void> {
+    await writeEvents(this.deps.pool, [...this.calls.values()].map((call) => call.events));
+    await this.commands.takeAll();
   }
 
   /** Calls another process's sweep ended while this one could not vouch for them. */

@@ -1,5 +1,6 @@
 import { UniqueIntegrityConstraintViolationError } from 'slonik';
 import { findAssistant, findAssistantByUuid } from '../assistants/repository.js';
+import { within } from '../bounded.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import { callerNumber, inboundAssistantOf } from '../phoneNumbers/repository.js';
 import type { CarrierFailure } from '../voice/machine.js';
@@ -8,7 +9,7 @@ import type { CallSession } from '../voice/session.js';
 import type { CallMode, CallTransport } from '../voice/spec.js';
 import { CarrierError, type AnsweredBy, type CarrierStatus, type InboundAnswer } from './carriers/types.js';
 import { CallLifecycle, SHUTDOWN_GOODBYE_MS, type VoiceDeps } from './lifecycle.js';
-import { setCarrierCallId } from './repository.js';
+import { callEnded, findCall, requestHangUp, setCarrierCallId } from './repository.js';
 import type { LiveCall, LiveCalls } from './registry.js';
 
 export { MEDIA_TIMEOUT_MS } from './registry.js';
@@ -27,6 +28,12 @@ const NOT_CONNECTED: InboundAnswer = { kind: 'refuse', text: 'The number you hav
 const NO_BALANCE: InboundAnswer = { kind: 'refuse', text: 'This assistant is not available right now. Please try again later. Goodbye.' };
 const HANG_UP: InboundAnswer = { kind: 'hangup' };
 const E164 = /^\+[1-9]\d{6,14}$/;
+/** Statuses of a call that has not ended. */
+const LIVE: ReadonlySet<string> = new Set(['initiated', 'ringing', 'in-progress']);
+/** How long a hang-up asked of another process waits for the call's end to be saved before it answers without it. */
+const HANG_UP_WAIT_MS = 5_000;
+const HANG_UP_POLL_MS = 50;
+const alreadyEnded = () => ValidationError.field('id', 'The call has already ended.');
 /** How a carrier's word for a call that never connected reads in the call actor's. */
 const CARRIER_FAILURES: Partial<Record<CarrierStatus, CarrierFailure>> = { busy: 'busy', 'no-answer': 'no-answer', canceled: 'no-answer', failed: 'failed' };
 
@@ -135,6 +142,30 @@ export class VoiceService {
     return this.lifecycle.whenEnded(callId);
   }
 
+  /**
+   * Its owner hangs up a live call, wherever it runs: here it ends at once; held by another
+   * process, that process is asked (a row it takes, and a notification). Either way this waits up
+   * to `HANG_UP_WAIT_MS` for the end to be saved.
+   * @returns whether the end is saved (false: asked, still ending).
+   * @throws PlatformError `call_not_found` (not the user's); ValidationError when it has already ended.
+   */
+  async hangUp(userId: number, callId: number): Promise<{ ended: boolean }> {
+    const { pool } = this.deps;
+    const row = await findCall(pool, userId, callId);
+    if (!row) throw new PlatformError('call_not_found');
+    if (!LIVE.has(row.status) || (this.lifecycle.holds(callId) && !this.calls.has(callId))) throw alreadyEnded();
+    const local = this.calls.get(callId);
+    if (local) {
+      this.lifecycle.hangUp(local);
+      // Its end is saved at once unless the database is away (then it is tried again meanwhile).
+      let saved = false;
+      await within(this.lifecycle.whenEnded(callId).then(() => (saved = true)), HANG_UP_WAIT_MS);
+      return { ended: saved };
+    }
+    await requestHangUp(pool, callId);
+    return { ended: await this.untilEnded(callId, HANG_UP_WAIT_MS) };
+  }
+
   /** Resolves once what the live call has changed so far (status, carrier id) is saved. */
   async saved(callId: number): Promise<void> {
     await this.calls.get(callId)?.persisting;
@@ -174,6 +205,16 @@ export class VoiceService {
   /** Stops the ticker, heartbeats and sweeps; see {@link CallLifecycle.stop}. */
   stop(): Promise<void> {
     return this.lifecycle.stop();
+  }
+
+  /** Polls the database (real time: another process saves the end) until the call has ended, up to `ms`. */
+  private async untilEnded(callId: number, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      if (await callEnded(this.deps.pool, callId)) return true;
+      if (Date.now() >= deadline) return false;
+      await new Promise((resolve) => setTimeout(resolve, HANG_UP_POLL_MS));
+    }
   }
 
   private wsBase(): string {

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import { callCosts } from '../prices.js';
 import { chargeEnded, rateOf } from './charges.js';
 import { recoverRecording } from './recording.js';
-import { closeOrphanedCall, orphanedCalls, touchCalls, type CallHeartbeat, type OrphanedCall } from './repository.js';
+import { closeOrphanedCall, insertOrphanEndEvent, orphanedCalls, touchCalls, type CallHeartbeat, type OrphanedCall } from './repository.js';
 
 /**
  * Which process holds which call, as PostgreSQL knows it. While a process has calls it vouches
@@ -47,6 +47,8 @@ export interface CallPresenceDeps {
    * while this one could not vouch for them (a database outage longer than the orphan age).
    */
   lost(ids: readonly number[]): void;
+  /** Runs after each beat is written (before the next may start): the calls' events and the requests waiting for them. */
+  afterBeat?(): Promise<void>;
 }
 
 export function createCallPresence(deps: CallPresenceDeps) {
@@ -68,6 +70,7 @@ export function createCallPresence(deps: CallPresenceDeps) {
     const recording = await recoverRecording(deps.recordingsDir, call.id);
     return pool.transaction(async (tx) => {
       if (!(await closeOrphanedCall(tx, call, costs, recording))) return false;
+      await insertOrphanEndEvent(tx, call.id);
       await chargeEnded(tx, logger, { userId: call.user_id, callId: call.id, total: costs.total, recordingUrl: recording ? deps.recordingUrl(call.id) : null, holdMs: 0 });
       return true;
     });
@@ -126,6 +129,8 @@ export function createCallPresence(deps: CallPresenceDeps) {
         if (lost.length > 0) deps.lost(lost);
       })
       .catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'))
+      .then(() => deps.afterBeat?.())
+      .catch((error: unknown) => logger.warn({ err: error }, 'the events of live calls, or the requests waiting for them, could not be handled'))
       .finally(() => (beating = undefined));
     beating = written;
     return written;

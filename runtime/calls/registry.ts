@@ -8,6 +8,9 @@ import { CONNECT_TIMEOUT_MS } from '../voice/machine.js';
 import type { CallSession } from '../voice/session.js';
 import type { CallMode, CallTransport } from '../voice/spec.js';
 import type { Carrier, InboundAnswer } from './carriers/types.js';
+import type { CallEventLog } from './events.js';
+import type { CallHeartbeat } from './repository.js';
+import { isoTimestamp } from '../time.js';
 import { WavRecorder } from './recording.js';
 
 /**
@@ -60,11 +63,39 @@ export interface LiveCall {
   beatTranscript: string;
   /** Its media socket has joined: the ticker paces it. */
   attached: boolean;
+  /** What happened in the call so far, written in batches (heartbeats, the end). */
+  readonly events: CallEventLog;
+  /** Why the platform ended it, when it did (`hangup`: its owner asked; `shutdown`: the server stopped). */
+  endReason: 'hangup' | 'shutdown' | null;
   /** Every status change saved so far, in order (a chain: each waits for the one before). */
   persisting: Promise<void>;
   /** Resolves once the call has ended and its end is saved. */
   readonly ended: Promise<void>;
   resolveEnded(): void;
+}
+
+/** What a new live call is made of; the rest of a `LiveCall` starts as nothing has happened yet. */
+export type NewLiveCallEntry = Pick<LiveCall, 'session' | 'ownerId' | 'rate' | 'record' | 'evaluate' | 'mode' | 'tokenHash' | 'tokenExpires' | 'carrierCallId' | 'carrierName' | 'carrier' | 'lastMediaAt' | 'events'>;
+
+/** A live call just started: not yet attached, answered, heard, cut off or ending. */
+export function liveCallEntry(fields: NewLiveCallEntry): LiveCall {
+  let resolveEnded!: () => void;
+  const ended = new Promise<void>((resolve) => (resolveEnded = resolve));
+  return {
+    ...fields,
+    cutOff: false,
+    recorder: undefined,
+    tokenUsed: false,
+    carrierEnded: false,
+    answer: undefined,
+    heardAt: null,
+    beatTranscript: '',
+    attached: false,
+    endReason: null,
+    persisting: Promise.resolve(),
+    ended,
+    resolveEnded,
+  };
 }
 
 /** A new call's stream token: the token goes to the media socket, only its hash is kept. */
@@ -114,6 +145,32 @@ export class LiveCalls {
 
   entries(): IterableIterator<[number, LiveCall]> {
     return this.calls.entries();
+  }
+
+  ids(): IterableIterator<number> {
+    return this.calls.keys();
+  }
+
+  /**
+   * The calls as this process's heartbeat reports them: live ones, and `ending` ones (their end
+   * still being saved). A transcript goes with a beat only when it changed since the last beat written.
+   */
+  beats(ending: Iterable<number>): CallHeartbeat[] {
+    const beats: CallHeartbeat[] = [];
+    for (const [id, call] of this.calls.entries()) {
+      const transcript = call.session.transcriptText();
+      beats.push({ id, heardAt: call.heardAt === null ? null : isoTimestamp(call.heardAt), transcript: transcript === call.beatTranscript ? null : transcript });
+    }
+    for (const id of ending) if (!this.calls.has(id)) beats.push({ id, heardAt: null, transcript: null });
+    return beats;
+  }
+
+  /** The beats were written: the transcripts they carried are now the ones a sweep would keep. */
+  beatsWritten(beats: readonly CallHeartbeat[]): void {
+    for (const beat of beats) {
+      const call = beat.transcript === null ? undefined : this.calls.get(beat.id);
+      if (call) call.beatTranscript = beat.transcript!;
+    }
   }
 
   has(callId: number): boolean {

@@ -4,10 +4,10 @@ import type { DatabasePool } from 'slonik';
 import { findAssistant } from '../assistants/repository.js';
 import type { Clock } from '../clock.js';
 import { PlatformError, ValidationError } from '../errors.js';
-import { datetime } from '../time.js';
+import { datetime, pgTimestampToIso } from '../time.js';
 import type { SearchIndex } from '../search/types.js';
 import { verifyRecording } from './recording.js';
-import { campaignOwned, findCall, findCallsByIds, listCalls, recordingPathOf, type CallFilters, type CallRow } from './repository.js';
+import { campaignOwned, findCall, findCallsByIds, listCallEvents, listCalls, liveCallFacts, recordingPathOf, type CallFilters, type CallRow } from './repository.js';
 
 /** `search_after` cursors: the last call's time and id, base64url. */
 export function encodeCursor(last: { createdAt: string; id: number }): string {
@@ -59,16 +59,44 @@ export interface CallServiceDeps {
   readonly index: SearchIndex;
   /** Where recordings are and the key that signs their URLs. */
   readonly recordings: { readonly dir: string; readonly secret: Buffer };
-  /** The clock recording links expire by (the one that signs them). */
+  /** The clock recording links expire by (the one that signs them), and the calls' clock. */
   readonly clock: Clock;
+  /** A call this process holds live: its transcript so far and its answer time (by the clock); undefined otherwise. */
+  readonly live?: (callId: number) => { transcript: string; answeredAt: number | null } | undefined;
 }
 
-export function createCallService({ pool, recordingUrl, index, recordings, clock }: CallServiceDeps) {
+/** Statuses of a call that has not ended. */
+const LIVE_STATUSES: ReadonlySet<string> = new Set(['initiated', 'ringing', 'in-progress']);
+
+export function createCallService({ pool, recordingUrl, index, recordings, clock, live }: CallServiceDeps) {
+  /**
+   * A live call as it stands: its duration from the answer to now (by the clock), and its
+   * transcript so far, from its session when this process holds it, else as its process last
+   * wrote it with a heartbeat.
+   */
+  async function asItStands(row: CallRow): Promise<CallRow> {
+    if (!LIVE_STATUSES.has(row.status)) return row;
+    const here = live?.(row.id);
+    const facts = here ? { answered_ms: here.answeredAt, beat_transcript: here.transcript } : await liveCallFacts(pool, row.id);
+    // Ended meanwhile: the row as read is the end's.
+    if (!facts) return (await findCall(pool, row.user_id, row.id)) ?? row;
+    const duration = facts.answered_ms === null ? 0 : Math.max(0, Math.floor((clock.now() - facts.answered_ms) / 1000));
+    return { ...row, duration, transcript: facts.beat_transcript ?? row.transcript };
+  }
+
   return {
+    /** One call; a live one as it stands (duration and transcript so far). */
     async get(userId: number, id: number) {
       const row = await findCall(pool, userId, id);
       if (!row) throw new PlatformError('call_not_found');
-      return callView(row, recordingUrl);
+      return callView(await asItStands(row), recordingUrl);
+    },
+
+    /** A page of the call's events in the order they happened (see `events.ts`). @throws PlatformError `call_not_found`. */
+    async events(userId: number, id: number, page: number, perPage: number) {
+      if (!(await findCall(pool, userId, id))) throw new PlatformError('call_not_found');
+      const { items, total } = await listCallEvents(pool, id, page, perPage);
+      return { items: items.map((event) => ({ type: event.type, at: pgTimestampToIso(event.at), offset_ms: event.offset_ms, data: event.data })), total, page, perPage };
     },
 
     /** @throws ValidationError when the assistant or campaign filter names another user's (or no) resource. */

@@ -133,6 +133,8 @@ export const callMachine = setup({
     ],
     CALLER_HUNG_UP: '.no-answer',
     CONNECTION_LOST: { target: '.failed', actions: assign({ failure: 'The call connection was lost before it was answered' }) },
+    // Its owner hung up a call not yet answered: `ended`, as an answered one would be.
+    END: '.ended',
   },
   states: {
     initiated: {

@@ -49,6 +49,14 @@ export class CallSession {
   private transferring = false;
   /** A realtime call's caller turn whose words the model has not transcribed yet. */
   private pendingUserEntry: TranscriptEntry | undefined;
+  /** When the caller began the turn being heard (their first speech since the last turn), by the clock. */
+  private turnStartedAt: number | undefined;
+  /** When the caller's speech of the pending realtime turn began and ended. */
+  private pendingSpan: { startedAt: number; endedAt: number } | undefined;
+  /** When the response being spoken first went out as audio. */
+  private responseAudioAt: number | undefined;
+  /** Told to the far end as the media connection closes (where its protocol can say why). */
+  private closeReason: string | undefined;
 
   /** @param logger bound to the call (its id, owner and request): lines here add only what they are about. */
   constructor(
@@ -65,7 +73,10 @@ export class CallSession {
     this.hearing = new Hearing(spec, clock, {
       agentState: () => this.agent,
       agentAudible: () => (this.agent === 'speaking' || this.agent === 'away') && this.speaker.busy,
-      speechStarted: () => this.send({ type: 'SPEECH_START' }),
+      speechStarted: () => {
+        this.turnStartedAt ??= this.clock.now();
+        this.send({ type: 'SPEECH_START' });
+      },
       speechStopped: () => this.send({ type: 'SPEECH_STOP' }),
       turn: (text, heard) => {
         // Keys pressed in a realtime call reach the realtime model too (its speech turns come from it).
@@ -73,7 +84,10 @@ export class CallSession {
         this.userSaid(text, heard);
       },
       interrupt: () => this.interrupt(),
-      pause: () => this.speaker.pause(),
+      pause: () => {
+        this.speaker.pause();
+        this.hooks.paused?.();
+      },
       resume: () => {
         if (!this.speaker.paused) return;
         this.speaker.resume();
@@ -182,6 +196,8 @@ export class CallSession {
   /** The caller's turn, in words; `heard` when it was spoken (not keys, not words held over the agent). */
   private userSaid(text: string, heard?: { since: number; silence: number }): void {
     this.transcript.push({ role: 'user', text });
+    const endedAt = heard?.since ?? this.clock.now();
+    this.reportTurn('user', text, Math.min(this.turnStartedAt ?? endedAt, endedAt), endedAt);
     this.probe = heard;
     this.hooks.turn?.();
     this.send({ type: 'TURN', text });
@@ -223,9 +239,13 @@ export class CallSession {
         if (taken) this.realtimeTurn(taken.since, event.text);
         return;
       }
+      const span = this.pendingUserEntry && this.pendingUserEntry.text === '' ? this.pendingSpan : undefined;
       if (this.pendingUserEntry && this.pendingUserEntry.text === '') this.pendingUserEntry.text = event.text;
       else this.transcript.push({ role: 'user', text: event.text });
+      const now = this.clock.now();
+      this.reportTurn('user', event.text, span?.startedAt ?? now, span?.endedAt ?? now);
       this.pendingUserEntry = undefined;
+      this.pendingSpan = undefined;
       this.prune();
     } else if (event.type === 'error') {
       if (event.fatal) this.providerFailed('realtime model', new Error(event.message));
@@ -238,6 +258,11 @@ export class CallSession {
     const entry: TranscriptEntry = { role: 'user', text };
     this.transcript.push(entry);
     this.pendingUserEntry = text === '' ? entry : undefined;
+    const startedAt = Math.min(this.turnStartedAt ?? since, since);
+    if (text === '') {
+      this.pendingSpan = { startedAt, endedAt: since };
+      this.turnStartedAt = undefined;
+    } else this.reportTurn('user', text, startedAt, since);
     this.probe = { since, silence: endpointDelayMs(this.spec.endpointSensitivity, 'vad', '') };
     this.hooks.turn?.();
     this.send({ type: 'TURN', text: '' });
@@ -260,9 +285,11 @@ export class CallSession {
   private async respond(request: ResponseRequest, signal: AbortSignal, sendBack: (event: CallEvent) => void): Promise<void> {
     this.speaker.beginResponse();
     let audioStarted = false;
+    this.responseAudioAt = undefined;
     const started = () => {
       if (audioStarted) return;
       audioStarted = true;
+      this.responseAudioAt = this.clock.now();
       sendBack({ type: 'RESPONSE_AUDIO' });
     };
     const fixedText = request.kind === 'greeting' || request.kind === 'voicemail';
@@ -292,6 +319,9 @@ export class CallSession {
     if (heard.cut && this.spec.mode !== 'pipeline') this.realtime.cut(heard.cut.itemId, heard.cut.ms);
     if (!heard.text) return;
     this.transcript.push({ role: 'assistant', text: heard.text });
+    const now = this.clock.now();
+    this.reportTurn('assistant', heard.text, this.responseAudioAt ?? now, now);
+    this.responseAudioAt = undefined;
     if (this.spec.mode === 'pipeline') this.history.push({ role: 'assistant', content: heard.text });
   }
 
@@ -330,12 +360,15 @@ export class CallSession {
     this.hearing.close();
     this.realtime.close();
     this.speaker.close();
-    this.transport?.close();
+    this.transport?.close(this.closeReason);
     this.actor.stop();
     const endedAt = this.clock.now();
     // Words the caller said that never became a turn (a hang-up right after them, or said over the agent).
     const unanswered = this.hearing.unanswered();
-    if (unanswered) this.transcript.push({ role: 'user', text: unanswered });
+    if (unanswered) {
+      this.transcript.push({ role: 'user', text: unanswered });
+      this.reportTurn('user', unanswered, this.turnStartedAt ?? endedAt, endedAt);
+    }
     this.prune();
     this.hooks.ended({
       status,
@@ -351,6 +384,22 @@ export class CallSession {
   /** The transcript so far, as the call's end saves it (`role: text` lines). */
   transcriptText(): string {
     return this.transcript.filter((e) => e.text).map((e) => `${e.role}: ${e.text}`).join('\n');
+  }
+
+  /**
+   * Its owner hangs the call up: it ends at once as `ended`, answered or not (no goodbye), and the
+   * media connection closes with `reason`.
+   */
+  hangUp(reason: string): void {
+    if (this.ended) return;
+    this.closeReason = reason;
+    this.send({ type: 'END', status: 'ended' });
+  }
+
+  /** A turn went into the transcript (with words): reported, and the next caller turn starts afresh. */
+  private reportTurn(role: 'user' | 'assistant', text: string, startedAt: number, endedAt: number): void {
+    if (role === 'user') this.turnStartedAt = undefined;
+    if (text) this.hooks.said?.({ role, text, startedAt, endedAt });
   }
 
   /** Ends the call from outside (server shutdown, assistant deleted): status `ended`. */

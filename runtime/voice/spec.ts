@@ -21,8 +21,8 @@ export interface CallTransport {
   sendMark(name: string): void;
   /** Discards audio the far end has buffered but not played. */
   clear(): void;
-  /** Ends the media connection. */
-  close(): void;
+  /** Ends the media connection; `reason` tells the far end why, where its protocol can (a browser's close frame). */
+  close(reason?: string): void;
 }
 
 export interface TranscriptEntry {
@@ -103,6 +103,16 @@ export interface SessionHooks {
   frameLateness?(ms: number): void;
   /** Time to the first token of the text model, per round. */
   firstByte?(kind: 'llm', provider: string, ms: number): void;
+  /**
+   * A turn went into the transcript: what the caller said, or what the caller heard of the agent;
+   * `startedAt` and `endedAt` by the clock (the caller's first and last speech; the agent's first
+   * audio and the end of its response).
+   */
+  said?(turn: { role: 'user' | 'assistant'; text: string; startedAt: number; endedAt: number }): void;
+  /** The agent paused for the caller's sound; `resumed` or `interruption` follows. */
+  paused?(): void;
+  /** A tool the model called has run (`ms` by the clock); `error` when it failed or reported a failure. */
+  toolCall?(call: { name: string; ms: number; error: string | undefined }): void;
 }
 
 export interface Language {

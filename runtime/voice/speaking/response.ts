@@ -47,6 +47,27 @@ export function instructionFor(context: ResponseContext, request: Extract<Respon
 
 /** Runs one tool the model called: a built-in (its effect collected in `effects`) or the assistant's function. */
 export async function runToolCall(context: ResponseContext, call: ToolCall, effects: BuiltinEffect[], userText: string, started: () => void): Promise<unknown> {
+  const began = context.clock.now();
+  const report = (error: string | undefined) => context.hooks.toolCall?.({ name: call.name, ms: context.clock.now() - began, error });
+  try {
+    const result = await runTool(context, call, effects, userText, started);
+    report(failureOf(result));
+    return result;
+  } catch (error) {
+    report('The tool failed.');
+    throw error;
+  }
+}
+
+/** The failure a tool's result reports (`{error}`, built-ins' `{ok: false, error}`); undefined when it did its work. */
+function failureOf(result: unknown): string | undefined {
+  if (result === null || typeof result !== 'object') return undefined;
+  const { error, ok } = result as { error?: unknown; ok?: unknown };
+  if (typeof error === 'string') return error;
+  return ok === false ? 'The tool reported a failure.' : undefined;
+}
+
+async function runTool(context: ResponseContext, call: ToolCall, effects: BuiltinEffect[], userText: string, started: () => void): Promise<unknown> {
   const args = parseArguments(call.arguments);
   const builtin = context.spec.builtins.find((b) => b.definition.name === call.name);
   if (builtin) {

@@ -1,0 +1,72 @@
+import { relative } from 'node:path';
+import type { DatabasePool } from 'slonik';
+import type { Logger } from '../logger.js';
+import { isoTimestamp } from '../time.js';
+import type { CallStatus } from '../../schemas/calls.js';
+import type { CallEnd } from '../voice/spec.js';
+import { chargeEnded } from './charges.js';
+import type { CallEventRecord } from './events.js';
+import type { CallCosts } from './metering.js';
+import type { WavRecorder } from './recording.js';
+import type { LiveCall } from './registry.js';
+import { endCall, insertCallEvents } from './repository.js';
+
+/** What writing a call's end needs besides the call. */
+export interface EndWriting {
+  readonly pool: DatabasePool;
+  readonly logger: Logger;
+  readonly recordingsDir: string;
+  recordingUrl(callId: number): string;
+}
+
+/** A webhook waits this long at most for the post-call evaluation. */
+const EVALUATION_HOLD_MS = 10 * 60_000;
+
+/** Finishes a call's recording; returns its path relative to the recordings directory, or null (none, or it failed: logged). */
+export async function finishRecording(deps: EndWriting, callId: number, recorder: WavRecorder | undefined): Promise<string | null> {
+  if (!recorder) return null;
+  try {
+    await recorder.close();
+    return relative(deps.recordingsDir, recorder.path);
+  } catch (error) {
+    deps.logger.error({ err: error, callId }, 'the recording could not be finished');
+    return null;
+  }
+}
+
+/**
+ * One attempt at writing an ended call in one transaction: its row, the events no heartbeat wrote
+ * (its end among them) and its charge with its webhook. Resolves with the charge's shortfall and
+ * the events written; nothing is written when the call had already ended (a sweep took it).
+ */
+export function writeEnd(
+  deps: EndWriting,
+  call: LiveCall,
+  end: CallEnd,
+  { costs, recordingPath, evaluate }: { costs: CallCosts; recordingPath: string | null; evaluate: boolean },
+): Promise<{ charged: number; events: CallEventRecord[] }> {
+  const { logger } = deps;
+  const id = call.session.spec.callId;
+  return deps.pool.transaction(async (tx) => {
+    const wrote = await endCall(tx, id, {
+      recordingPath,
+      evaluationPending: evaluate,
+      carrierCost: costs.carrier,
+      totalCost: costs.total,
+      status: end.status as CallStatus,
+      transcript: end.transcript,
+      duration: end.durationSeconds,
+      answeredBy: end.answeredBy,
+      answeredAt: end.answeredAt === null ? null : isoTimestamp(end.answeredAt),
+      endedAt: isoTimestamp(end.endedAt),
+    });
+    if (!wrote) {
+      logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard); this end is not saved');
+      return { charged: 0, events: [] };
+    }
+    const events = call.events.unwritten();
+    await insertCallEvents(tx, events);
+    const charged = await chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
+    return { charged, events };
+  });
+}
