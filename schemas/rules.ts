@@ -11,8 +11,13 @@ export interface Presence {
   readonly optional?: boolean;
   /** The key may be `null` (clears a nullable field on update). */
   readonly nullable?: boolean;
-  /** Human description for the OpenAPI document. */
+  /** Human description for the OpenAPI document (limits and default are added to it in words). */
   readonly description?: string;
+  /**
+   * What the platform fills in when the field is left out, for the document only: the validator
+   * never applies it (an update leaves an absent field as it is).
+   */
+  readonly defaultValue?: unknown;
 }
 
 /** A fastest-validator rule object as built here. */
@@ -23,6 +28,7 @@ function presence(options: Presence): Record<string, unknown> {
   if (options.optional) out.optional = true;
   if (options.nullable) out.nullable = true;
   if (options.description) out.description = options.description;
+  if (options.defaultValue !== undefined) out.defaultValue = options.defaultValue;
   return out;
 }
 

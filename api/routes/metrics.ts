@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { PlatformError } from '../../runtime/errors.js';
 import type { RouteDefinition } from '../http/types.js';
+import { media } from '../http/contract.js';
 
 export function metricsRoutes(registry: () => Registry, token: string | undefined): RouteDefinition[] {
   const expected = token ? Buffer.from(`Bearer ${token}`) : undefined;
@@ -12,6 +13,8 @@ export function metricsRoutes(registry: () => Registry, token: string | undefine
       auth: 'none',
       tag: 'Operations',
       summary: 'Prometheus metrics (Bearer METRICS_TOKEN when set)',
+      errors: [401],
+      responses: { 200: media('text/plain', 'Prometheus text exposition format') },
       async handler(req) {
         if (expected) {
           const given = Buffer.from(req.headers.authorization ?? '');
