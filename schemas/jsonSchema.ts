@@ -26,6 +26,8 @@ export interface FvRule {
   notEqual?: unknown;
   minChars?: number;
   maxChars?: number;
+  /** The schema itself, for a rule JSON Schema says otherwise than its type (`idOrUuid`). */
+  jsonSchema?: Json;
 }
 
 /** Integer bounds that only keep ids within what JavaScript holds exactly: not worth a word. */
@@ -60,7 +62,10 @@ function describe(rule: FvRule): string | undefined {
 /** JSON Schema of one fastest-validator rule. */
 export function jsonSchemaOf(rule: FvRule): Json {
   let schema: Json;
-  switch (rule.type) {
+  switch (rule.jsonSchema ? 'given' : rule.type) {
+    case 'given':
+      schema = { ...rule.jsonSchema };
+      break;
     case 'string':
       schema = { type: 'string' };
       if (rule.minChars !== undefined) schema.minLength = rule.minChars;

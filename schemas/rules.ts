@@ -157,6 +157,23 @@ export const url = (options: Presence = {}): Rule => ({
 
 export const uuid = (options: Presence = {}): Rule => ({ type: 'uuid', ...presence(options) });
 
+/**
+ * A resource named either way the API shows it: its integer id (at least 1, within what JavaScript
+ * holds exactly) or its UUID. Arrives as text (a query parameter); the caller tells which by
+ * `isUuid`. Refused as "The selected {field} is invalid.", as an unknown id is.
+ */
+export const idOrUuid = (options: Presence = {}): Rule => ({
+  type: 'string',
+  empty: false,
+  ...presence(options),
+  custom(value: unknown, errors: Array<Record<string, unknown>>) {
+    if (typeof value === 'string' && value !== '' && !isUuid(value) && !(/^[1-9]\d{0,15}$/.test(value) && Number.isSafeInteger(Number(value)))) errors.push({ type: 'stringEnum', actual: value });
+    return value;
+  },
+  // Read by the OpenAPI document, not by the validator.
+  jsonSchema: { oneOf: [{ type: 'integer', minimum: 1 }, { type: 'string', format: 'uuid' }] },
+});
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** A UUID in its text form, as the `uuid` rule accepts it and PostgreSQL's `uuid` type reads it. */
 export const isUuid = (value: string): boolean => UUID.test(value);

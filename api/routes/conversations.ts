@@ -98,12 +98,11 @@ export function conversationRoutes(conversations: ConversationService, limits: C
         const query = listConversationsSchema(req.query);
         checkRealDay('date_from', query.date_from);
         checkRealDay('date_to', query.date_to);
-        if (query.assistant_id !== undefined && !(await conversations.assistantOwned(owner, query.assistant_id))) {
-          throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
-        }
+        const assistantId = query.assistant_id === undefined ? undefined : await conversations.ownedAssistantId(owner, query.assistant_id);
+        if (assistantId === null) throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
         const page = await conversations.list(
           owner,
-          { type: query.type, assistantId: query.assistant_id, dateFrom: query.date_from, dateTo: query.date_to },
+          { type: query.type, assistantId, dateFrom: query.date_from, dateTo: query.date_to },
           query.page ?? 1,
           query.per_page ?? DEFAULT_PER_PAGE,
         );
