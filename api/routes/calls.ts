@@ -6,7 +6,7 @@ import { paginate } from '../http/pagination.js';
 import { idParam, userId } from '../http/params.js';
 import { json, type RouteDefinition } from '../http/types.js';
 import { body } from '../http/contract.js';
-import { dataOf, paginated, string } from '../../schemas/shapes.js';
+import { dataOf, nullable, paginated, string } from '../../schemas/shapes.js';
 import { call } from '../../schemas/responses.js';
 
 const tag = 'Calls';
@@ -20,7 +20,7 @@ export function callRoutes(calls: CallService, publicUrl: () => string): RouteDe
       tag,
       summary: 'Your calls, newest first, with the filters of spec 4.7, paginated; `search` finds words in transcripts (with `next_search_after` for deep pages)',
       querySchema: listCallsSchema.schema,
-      responses: { 200: body(paginated(call, 'A page of calls', { next_search_after: string('With search: the cursor for the page after this one (pass as search_after)') })) },
+      responses: { 200: body(paginated(call, 'A page of calls', { next_search_after: nullable(string('With search: the cursor for the page after this one (pass as search_after); null on the last page')) })) },
       async handler(req) {
         const query = listCallsSchema(req.query);
         checkRealDay('date_from', query.date_from);
