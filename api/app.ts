@@ -21,7 +21,10 @@ import { callRoutes } from './routes/calls.js';
 import { ledgerRoutes } from './routes/ledger.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { metricsRoutes } from './routes/metrics.js';
-import { DOCS_PAGE, openApiDocument } from './openapi.js';
+import { openApiDocument } from './openapi.js';
+import { DOCS_PAGE } from './docsPage.js';
+import { body, media } from './http/contract.js';
+import { anyObject } from '../schemas/shapes.js';
 import { telephonyRoutes } from './routes/telephony.js';
 import { twilioRoutes } from './routes/carriers/twilio.js';
 import { telnyxRoutes } from './routes/carriers/telnyx.js';
@@ -76,6 +79,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     auth: 'none',
     tag: 'Operations',
     summary: 'This OpenAPI 3.1 document, generated from the validation schemas',
+    responses: { 200: body(anyObject('The OpenAPI 3.1 document')) },
     handler: () => {
       document ??= JSON.stringify(openApiDocument(router.routes(), runtime.publicUrl()));
       return { status: 200, body: document, headers: { 'Content-Type': 'application/json' } };
@@ -87,6 +91,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     auth: 'none',
     tag: 'Operations',
     summary: 'The API reference for people',
+    responses: { 200: media('text/html', 'The reference page (it reads openapi.json)') },
     handler: () => ({ status: 200, body: DOCS_PAGE, headers: { 'Content-Type': 'text/html; charset=utf-8' } }),
   });
 

@@ -1,120 +1,96 @@
-import type { RouteDefinition } from './http/types.js';
+import type { ResponseDoc, RouteDefinition } from './http/types.js';
+import { jsonSchemaOf, objectSchema, type FvRule, type Json } from '../schemas/jsonSchema.js';
+import { errorBodies, validationError } from '../schemas/shapes.js';
+import { SOCKETS } from './sockets/messages.js';
 
 /**
  * The OpenAPI 3.1 document, generated from the routes and the same fastest-validator schemas that
- * validate requests, so it cannot drift from what the server accepts.
+ * validate requests, so it cannot drift from what the server accepts. Answers come from each
+ * route's `responses` plus the errors every route of its kind answers (`answeredStatuses`); the
+ * realtime sockets are described in the `x-websockets` extension, which the docs page shows.
  */
 
-type Json = Record<string, unknown>;
+export { jsonSchemaOf };
 
-interface FvRule {
-  type?: string;
-  optional?: boolean;
-  nullable?: boolean;
-  description?: string;
-  min?: number;
-  max?: number;
-  integer?: boolean;
-  pattern?: RegExp | string;
-  values?: unknown[];
-  items?: FvRule;
-  props?: Record<string, FvRule>;
-  notEqual?: unknown;
-  minChars?: number;
-  maxChars?: number;
-}
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-/** JSON Schema (2020-12, as OpenAPI 3.1 uses) of one fastest-validator rule. */
-export function jsonSchemaOf(rule: FvRule): Json {
-  let schema: Json;
-  switch (rule.type) {
-    case 'string':
-      schema = { type: 'string' };
-      if (rule.minChars !== undefined) schema.minLength = rule.minChars;
-      if (rule.maxChars !== undefined) schema.maxLength = rule.maxChars;
-      if (rule.pattern !== undefined) schema.pattern = rule.pattern instanceof RegExp ? rule.pattern.source : rule.pattern;
-      break;
-    case 'number':
-      schema = { type: rule.integer ? 'integer' : 'number' };
-      if (rule.min !== undefined) schema.minimum = rule.min;
-      if (rule.max !== undefined) schema.maximum = rule.max;
-      if (rule.notEqual !== undefined) schema.not = { const: rule.notEqual };
-      break;
-    case 'boolean':
-      schema = { type: 'boolean' };
-      break;
-    case 'enum':
-      schema = { enum: rule.values ?? [] };
-      break;
-    case 'email':
-      schema = { type: 'string', format: 'email', ...(rule.max !== undefined ? { maxLength: rule.max } : {}) };
-      break;
-    case 'url':
-      schema = { type: 'string', format: 'uri' };
-      break;
-    case 'uuid':
-      schema = { type: 'string', format: 'uuid' };
-      break;
-    case 'array':
-      schema = { type: 'array', items: rule.items ? jsonSchemaOf(rule.items) : {} };
-      if (rule.min !== undefined) schema.minItems = rule.min;
-      if (rule.max !== undefined) schema.maxItems = rule.max;
-      break;
-    case 'object':
-      schema = objectSchema(rule.props ?? {});
-      break;
-    case 'record':
-      schema = { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] } };
-      break;
-    default:
-      schema = {};
-  }
-  if (rule.description) schema.description = rule.description;
-  if (rule.nullable) {
-    if (typeof schema.type === 'string') schema.type = [schema.type, 'null'];
-    else if (Array.isArray(schema.enum)) schema.enum = [...(schema.enum as unknown[]), null];
-  }
-  return schema;
-}
-
-function objectSchema(props: Record<string, FvRule>): Json {
-  const properties: Json = {};
-  const required: string[] = [];
-  for (const [name, rule] of Object.entries(props)) {
-    if (name.startsWith('$$')) continue;
-    properties[name] = jsonSchemaOf(rule);
-    if (!rule.optional) required.push(name);
-  }
-  return { type: 'object', properties, ...(required.length > 0 ? { required } : {}) };
-}
-
-const errorResponses: Json = {
-  '401': { description: 'Unauthenticated', content: { 'application/json': { schema: { $ref: '#/components/schemas/Message' } } } },
-  '404': { description: 'Not found (also for other users\' resources)' },
-  '422': { description: 'Validation failed', content: { 'application/json': { schema: { $ref: '#/components/schemas/ValidationError' } } } },
+const ERROR_WORDS: Readonly<Record<number, string>> = {
+  400: 'The body could not be read (not JSON, a broken multipart body, a repeated header)',
+  401: 'Unauthenticated: no bearer token, or an unknown, expired or revoked one',
+  402: 'Insufficient balance',
+  403: 'Refused',
+  404: "Not found (another user's resource is not found either)",
+  409: 'Conflict',
+  413: 'The body is too large',
+  415: 'The content type is not accepted here',
+  422: 'Validation failed',
+  429: 'Too many requests; try again after Retry-After seconds',
+  500: 'Server error',
+  502: 'A provider the operation needs failed',
+  503: 'The server is starting or stopping (Retry-After), or is busy',
 };
+
+/** Statuses whose body is `{message}` whatever the route's family: the transport answers them (`api/http/errors.ts`). */
+const TRANSPORT_STATUSES = new Set([400, 401, 405, 413, 415]);
+
+/**
+ * Every answer a route can give, by status: its own `responses`, and the errors of its kind,
+ * in the body of its family (spec section 7). The tests check that each route has these and that
+ * every answer they receive is one of them.
+ */
+export function answeredStatuses(route: RouteDefinition): Record<number, ResponseDoc> {
+  const family = route.family ?? 'message';
+  const error = (status: number): ResponseDoc => {
+    if (status === 422) return { description: ERROR_WORDS[422]!, schema: validationError };
+    const shape = TRANSPORT_STATUSES.has(status) ? errorBodies.message : errorBodies[family];
+    return { description: ERROR_WORDS[status] ?? 'An error', schema: shape };
+  };
+  const statuses = new Set<number>([500, 503, ...(route.errors ?? [])]);
+  if (route.auth !== 'none') statuses.add(401);
+  if (route.path.includes('/:')) statuses.add(404);
+  if (route.requestSchema || route.querySchema) statuses.add(422);
+  if (BODY_METHODS.has(route.method)) for (const status of [400, 413, 415]) statuses.add(status);
+  const out: Record<number, ResponseDoc> = {};
+  for (const status of [...statuses].sort()) out[status] = error(status);
+  return { ...out, ...route.responses };
+}
+
+function responseObject(doc: ResponseDoc): Json {
+  if (doc.schema) return { description: doc.description, content: { 'application/json': { schema: doc.schema } } };
+  if (doc.contentType) return { description: doc.description, content: { [doc.contentType]: { schema: { type: 'string' } } } };
+  return { description: doc.description };
+}
+
+export function operationId(method: string, path: string): string {
+  return `${method.toLowerCase()}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
+}
 
 export function openApiDocument(routes: readonly RouteDefinition[], publicUrl: string): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     const path = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
-    const parameters: Json[] = [...route.path.matchAll(/:([A-Za-z]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'integer', minimum: 1 } }));
+    const parameters: Json[] = [...route.path.matchAll(/:([A-Za-z]+)/g)].map((m) => ({
+      name: m[1],
+      in: 'path',
+      required: true,
+      description: m[1] === 'id' ? 'Id of the resource' : `The ${m[1]}`,
+      schema: { type: 'integer', minimum: 1 },
+    }));
     for (const [name, rule] of Object.entries((route.querySchema ?? {}) as Record<string, FvRule>)) {
-      parameters.push({ name, in: 'query', required: !rule.optional, schema: jsonSchemaOf(rule), ...(rule.description ? { description: rule.description } : {}) });
+      const schema = jsonSchemaOf(rule);
+      parameters.push({ name, in: 'query', required: !rule.optional, schema, ...(schema.description ? { description: schema.description } : {}) });
     }
+    const responses: Json = {};
+    for (const [status, doc] of Object.entries(answeredStatuses(route))) responses[status] = responseObject(doc);
     const operation: Json = {
-      operationId: `${route.method.toLowerCase()}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
+      operationId: operationId(route.method, path),
       summary: route.summary ?? `${route.method} ${path}`,
       tags: [route.tag ?? 'Other'],
       parameters,
-      responses: {
-        [String(route.successStatus ?? 200)]: { description: 'Success', content: { 'application/json': { schema: {} } } },
-        ...(route.auth === 'none' ? {} : { '401': errorResponses['401'] }),
-        ...(parameters.some((p) => p.in === 'path') ? { '404': errorResponses['404'] } : {}),
-        ...(route.requestSchema || route.querySchema ? { '422': errorResponses['422'] } : {}),
-      },
+      responses,
     };
     if (route.auth === 'user') operation.security = [{ bearer: [] }];
+    if (route.auth === 'optional') operation.security = [{}, { bearer: [] }];
     if (route.auth === 'admin') operation.security = [{ adminToken: [] }];
     if (route.requestSchema) {
       const body = objectSchema(route.requestSchema as Record<string, FvRule>);
@@ -132,7 +108,8 @@ export function openApiDocument(routes: readonly RouteDefinition[], publicUrl: s
     info: {
       title: 'Assistant Platform API',
       version: '1.0.0',
-      description: 'Configure AI assistants for phone calls, browser calls and chat: assistants, knowledgebases, tools, phone numbers, keys.',
+      description:
+        'Configure AI assistants for phone calls, browser calls and chat: assistants, knowledgebases, tools, phone numbers, keys. Every answer of every operation is described here, errors included. A path or method that matches no operation is answered 404 or 405 `{message}`, and a CORS preflight 204. The realtime sockets are described under `x-websockets`.',
     },
     servers: [{ url: publicUrl }],
     components: {
@@ -140,44 +117,8 @@ export function openApiDocument(routes: readonly RouteDefinition[], publicUrl: s
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key or a session token' },
         adminToken: { type: 'http', scheme: 'bearer', description: 'The operator token (ADMIN_TOKEN)' },
       },
-      schemas: {
-        Message: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] },
-        ValidationError: {
-          type: 'object',
-          properties: { message: { type: 'string' }, errors: { type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } } } },
-          required: ['message', 'errors'],
-        },
-      },
     },
     paths,
+    'x-websockets': SOCKETS,
   };
 }
-
-/** A self-contained page (no CDN) that lists the operations of `/api/openapi.json`. */
-export const DOCS_PAGE = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Assistant Platform API</title>
-<style>
-body{font:15px/1.5 system-ui,sans-serif;margin:0 auto;max-width:960px;padding:24px;color:#1d2330}
-h1{margin:0 0 4px}h2{margin:32px 0 8px;border-bottom:1px solid #dde}
-details{border:1px solid #dde;border-radius:6px;margin:6px 0;padding:6px 10px}
-summary{cursor:pointer}code,pre{font:13px ui-monospace,monospace}pre{background:#f5f6fa;padding:8px;overflow:auto}
-.m{display:inline-block;min-width:64px;font-weight:600}.GET{color:#16794c}.POST{color:#1f5fbf}.PUT,.PATCH{color:#9a6700}.DELETE{color:#b42318}
-</style></head><body>
-<h1>Assistant Platform API</h1><p id="intro">Loading <a href="/api/openapi.json">/api/openapi.json</a>…</p><main id="ops"></main>
-<script>
-fetch('/api/openapi.json').then(r=>r.json()).then(doc=>{
-  document.getElementById('intro').innerHTML=doc.info.description+' Base URL: <code>'+doc.servers[0].url+'</code>. Machine-readable: <a href="/api/openapi.json">openapi.json</a>.';
-  const groups={};
-  for(const [path,ops] of Object.entries(doc.paths))for(const [method,op] of Object.entries(ops))(groups[op.tags[0]]??=[]).push({path,method:method.toUpperCase(),op});
-  const main=document.getElementById('ops');
-  for(const [tag,items] of Object.entries(groups)){
-    const h=document.createElement('h2');h.textContent=tag;main.append(h);
-    for(const {path,method,op} of items){
-      const d=document.createElement('details');const s=document.createElement('summary');
-      s.innerHTML='<span class="m '+method+'">'+method+'</span> <code></code> — ';s.querySelector('code').textContent=path;s.append(op.summary);d.append(s);
-      const pre=document.createElement('pre');pre.textContent=JSON.stringify({security:op.security,parameters:op.parameters,requestBody:op.requestBody,responses:Object.keys(op.responses)},null,2);d.append(pre);main.append(d);
-    }
-  }
-});
-</script></body></html>`;

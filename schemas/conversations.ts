@@ -1,4 +1,4 @@
-import { boolean, integer, oneOf, record, text, uuid } from './rules.js';
+import { boolean, idOrUuid, oneOf, record, text, uuid } from './rules.js';
 import { paginationQueryFields } from './pagination.js';
 import { compileSchema } from './validator.js';
 
@@ -13,9 +13,9 @@ export const sendMessageSchema = compileSchema<{ message: string }>({
 });
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
-export const listConversationsSchema = compileSchema<{ type?: 'test' | 'widget' | 'whatsapp' | 'api'; assistant_id?: number; date_from?: string; date_to?: string; per_page?: number; page?: number }>({
+export const listConversationsSchema = compileSchema<{ type?: 'test' | 'widget' | 'whatsapp' | 'api'; assistant_id?: string; date_from?: string; date_to?: string; per_page?: number; page?: number }>({
   type: oneOf(['test', 'widget', 'whatsapp', 'api'], { optional: true }),
-  assistant_id: integer({ optional: true, min: 1 }),
+  assistant_id: idOrUuid({ optional: true, description: 'One of your assistants: its integer id, or its UUID (as the listing shows it)' }),
   date_from: text({ optional: true, pattern: DAY, patternMessage: 'The date from does not match the format Y-m-d.' }),
   date_to: text({ optional: true, pattern: DAY, patternMessage: 'The date to does not match the format Y-m-d.' }),
   ...paginationQueryFields,

@@ -11,8 +11,13 @@ export interface Presence {
   readonly optional?: boolean;
   /** The key may be `null` (clears a nullable field on update). */
   readonly nullable?: boolean;
-  /** Human description for the OpenAPI document. */
+  /** Human description for the OpenAPI document (limits and default are added to it in words). */
   readonly description?: string;
+  /**
+   * What the platform fills in when the field is left out, for the document only: the validator
+   * never applies it (an update leaves an absent field as it is).
+   */
+  readonly defaultValue?: unknown;
 }
 
 /** A fastest-validator rule object as built here. */
@@ -23,6 +28,7 @@ function presence(options: Presence): Record<string, unknown> {
   if (options.optional) out.optional = true;
   if (options.nullable) out.nullable = true;
   if (options.description) out.description = options.description;
+  if (options.defaultValue !== undefined) out.defaultValue = options.defaultValue;
   return out;
 }
 
@@ -150,6 +156,23 @@ export const url = (options: Presence = {}): Rule => ({
 });
 
 export const uuid = (options: Presence = {}): Rule => ({ type: 'uuid', ...presence(options) });
+
+/**
+ * A resource named either way the API shows it: its integer id (at least 1, within what JavaScript
+ * holds exactly) or its UUID. Arrives as text (a query parameter); the caller tells which by
+ * `isUuid`. Refused as "The selected {field} is invalid.", as an unknown id is.
+ */
+export const idOrUuid = (options: Presence = {}): Rule => ({
+  type: 'string',
+  empty: false,
+  ...presence(options),
+  custom(value: unknown, errors: Array<Record<string, unknown>>) {
+    if (typeof value === 'string' && value !== '' && !isUuid(value) && !(/^[1-9]\d{0,15}$/.test(value) && Number.isSafeInteger(Number(value)))) errors.push({ type: 'stringEnum', actual: value });
+    return value;
+  },
+  // Read by the OpenAPI document, not by the validator.
+  jsonSchema: { oneOf: [{ type: 'integer', minimum: 1 }, { type: 'string', format: 'uuid' }] },
+});
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** A UUID in its text form, as the `uuid` rule accepts it and PostgreSQL's `uuid` type reads it. */

@@ -1,13 +1,14 @@
 /**
  * Assistants (spec 2.5, 2.6, 4.4, section 7):
- * 1. create with the required fields: 201 {id, name, status inactive, type, mode}; GET shows every
+ * 1. create with the required fields: 201 {id, uuid, name, status inactive, type, mode} (the uuid
+ *    is the one conversations, web calls and the widget take); GET shows every
  *    default of 2.5, a uuid, auto-selected providers and timestamps.
  * 2. validation: required fields, ranges with Laravel wording ("speech speed must be between 0.7 and 1.2").
  * 3. rules 1-7 on create and on update: models per mode, voice/mode compatibility, function_call and
  *    interruptions in multimodal/dualplex, fillers pipeline-only, inbound number rules, webhook URL,
  *    ownership of tools, knowledgebase and number.
  * 4. update: partial, null clears nullable fields, arrays and variables replace, a mode change resets
- *    mode-specific settings; 404 "Assistant not found" before any 422.
+ *    mode-specific settings; 404 "Assistant not found" before any 422; the answer carries the uuid.
  * 5. built-in tools; delete; enable/disable webhook; another user's assistant is 404 everywhere.
  */
 import t from 'tap';
@@ -41,9 +42,12 @@ async function ownedNumber(userId: number, phone: string, type = 'normal'): Prom
 t.test('create and read back every default', async (t) => {
   const res = await create(base);
   t.equal(res.status, 201);
-  t.same(Object.keys(res.body.data).sort(), ['id', 'mode', 'name', 'status', 'type']);
+  t.same(Object.keys(res.body.data).sort(), ['id', 'mode', 'name', 'status', 'type', 'uuid']);
   t.match(res.body, { message: String, data: { name: 'Front desk', status: 'inactive', type: 'outbound', mode: 'pipeline' } });
   const data = await read(res.body.data.id);
+  t.equal(res.body.data.uuid, data.uuid, 'the create answer carries the uuid a read shows');
+  const started = await api.request('POST', '/conversations', { token: alice.token, body: { assistant_id: res.body.data.uuid, type: 'test' } });
+  t.equal(started.status, 200, 'a conversation starts with the uuid straight from the create answer');
   t.match(data, {
     id: res.body.data.id,
     uuid: /^[0-9a-f-]{36}$/,
@@ -206,7 +210,7 @@ t.test('update semantics', async (t) => {
   const id = created.body.data.id;
 
   const partial = await update(id, { name: 'Renamed', speech_speed: 0.9 });
-  t.same([partial.status, partial.body.data], [200, { id, name: 'Renamed', status: 'inactive', type: 'outbound', mode: 'pipeline' }]);
+  t.same([partial.status, partial.body.data], [200, { id, uuid: created.body.data.uuid, name: 'Renamed', status: 'inactive', type: 'outbound', mode: 'pipeline' }]);
   t.match(await read(id), { name: 'Renamed', speech_speed: 0.9, tool_ids: [tool1, tool2], knowledgebase_id: kb, variables: { company: 'Acme', year: 2026 } });
 
   await update(id, { tool_ids: [tool2], secondary_language_ids: [], variables: { city: 'Berlin' }, post_call_schema: [] });

@@ -15,7 +15,8 @@
  * 7. messages on one conversation are answered strictly in order.
  * 8. knowledge in function_call and prompt modes (dev model).
  * 9. a new server process on the same database continues a conversation (rehydration).
- * 10. listing with filters and the envelope; tenant isolation; validation.
+ * 10. listing with filters and the envelope; tenant isolation; validation; the assistant filter
+ *     takes the UUID the listing shows as well as the integer id.
  * 11. a charged message a stopped process left without a reply is refunded once by the sweep.
  */
 import t from 'tap';
@@ -368,6 +369,13 @@ t.test('listing', async (t) => {
 
   t.equal((await api.request('GET', '/user/conversations?type=test', { token: lister.token })).body.total, 1);
   t.equal((await api.request('GET', `/user/conversations?assistant_id=${b.id}`, { token: lister.token })).body.total, 1);
+  const byUuid = await api.request('GET', `/user/conversations?assistant_id=${item.assistant_id}`, { token: lister.token });
+  t.same([byUuid.status, byUuid.body.total, byUuid.body.data.map((c: { id: string }) => c.id)], [200, 2, [ids[1], ids[0]]], 'the filter takes the assistant_id the listing returns');
+  t.equal((await api.request('GET', `/user/conversations?assistant_id=${b.uuid.toUpperCase()}`, { token: lister.token })).body.total, 1, 'a UUID in capitals too');
+  for (const bad of ['abc', '0', '-1', '1.5', '99999999999999999999', `${a.uuid}x`]) {
+    const refused = await api.request('GET', `/user/conversations?assistant_id=${bad}`, { token: lister.token });
+    t.same([refused.status, refused.body.errors], [422, { assistant_id: ['The selected assistant id is invalid.'] }], bad);
+  }
   const today = new Date().toISOString().slice(0, 10);
   t.equal((await api.request('GET', `/user/conversations?date_from=${today}&date_to=${today}`, { token: lister.token })).body.total, 3);
   t.equal((await api.request('GET', '/user/conversations?date_to=2000-01-01', { token: lister.token })).body.total, 0);
@@ -377,6 +385,8 @@ t.test('listing', async (t) => {
 
   const foreign = await api.request('GET', `/user/conversations?assistant_id=${a.id}`, { token: stranger.token });
   t.same([foreign.status, foreign.body.errors], [422, { assistant_id: ['The selected assistant id is invalid.'] }]);
+  const foreignUuid = await api.request('GET', `/user/conversations?assistant_id=${a.uuid}`, { token: stranger.token });
+  t.same([foreignUuid.status, foreignUuid.body.errors], [422, { assistant_id: ['The selected assistant id is invalid.'] }], "another user's assistant by its UUID");
   t.equal((await api.request('GET', '/user/conversations', { token: stranger.token })).body.total, 0, 'another user sees none');
   for (const query of ['per_page=0', 'per_page=101', 'type=sms', 'date_from=2026-02-30', 'date_to=yesterday', 'page=0', 'date_from=0000-01-01']) {
     t.equal((await api.request('GET', `/user/conversations?${query}`, { token: lister.token })).status, 422, query);

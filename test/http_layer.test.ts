@@ -27,12 +27,13 @@ let releaseSlow: () => void = () => undefined;
 const lines: Array<Record<string, unknown>> = [];
 const logged = new Conditions();
 
-router.add({ method: 'POST', path: '/echo', auth: 'none', handler: (req) => json(200, { body: req.body, query: req.query }) });
+router.add({ method: 'POST', path: '/echo', auth: 'none', responses: {}, handler: (req) => json(200, { body: req.body, query: req.query }) });
 const STREAMED = 12_000_000;
 router.add({
   method: 'GET',
   path: '/stream',
   auth: 'none',
+  responses: {},
   handler: () => ({
     status: 200,
     headers: { 'Content-Type': 'application/octet-stream' },
@@ -41,24 +42,25 @@ router.add({
     }),
   }),
 });
-router.add({ method: 'GET', path: '/echo/:id', auth: 'none', handler: (req) => json(200, { params: req.params, query: req.query, id: req.id }) });
+router.add({ method: 'GET', path: '/echo/:id', auth: 'none', responses: {}, handler: (req) => json(200, { params: req.params, query: req.query, id: req.id }) });
 router.add({
   method: 'POST',
   path: '/upload',
   auth: 'none',
+  responses: {},
   multipart: true,
   handler: (req) => json(200, { fields: req.body, files: Object.values(req.files).map((f) => ({ field: f.field, name: f.filename, size: f.data.length, type: f.contentType })) }),
 });
-router.add({ method: 'GET', path: '/boom', auth: 'none', family: 'error', failureMessage: 'Failed to do it. Please try again.', handler: () => {
+router.add({ method: 'GET', path: '/boom', auth: 'none', responses: {}, family: 'error', failureMessage: 'Failed to do it. Please try again.', handler: () => {
   throw new Error('secret internal detail');
 } });
-router.add({ method: 'GET', path: '/boom-plain', auth: 'none', handler: () => {
+router.add({ method: 'GET', path: '/boom-plain', auth: 'none', responses: {}, handler: () => {
   throw new TypeError('undefined is not a function');
 } });
-router.add({ method: 'GET', path: '/conversation-error', auth: 'none', family: 'conversation', handler: () => {
+router.add({ method: 'GET', path: '/conversation-error', auth: 'none', responses: {}, family: 'conversation', handler: () => {
   throw new PlatformError('not_found', { message: 'Conversation not found' });
 } });
-router.add({ method: 'GET', path: '/slow', auth: 'none', handler: async () => {
+router.add({ method: 'GET', path: '/slow', auth: 'none', responses: {}, handler: async () => {
   const release = new Promise<void>((resolve) => (releaseSlow = resolve));
   slowStarted();
   await release;
@@ -68,7 +70,7 @@ router.add({ method: 'GET', path: '/slow', auth: 'none', handler: async () => {
 
 /** A streamed answer that waits for the test: its client can leave before the handler returns. */
 let slowStream: { started: () => void; release: Promise<void> } | undefined;
-router.add({ method: 'GET', path: '/slow-stream', auth: 'none', handler: async () => {
+router.add({ method: 'GET', path: '/slow-stream', auth: 'none', responses: {}, handler: async () => {
   slowStream!.started();
   await slowStream!.release;
   return { status: 200, body: new StreamBody(3, async function* () {
@@ -77,7 +79,7 @@ router.add({ method: 'GET', path: '/slow-stream', auth: 'none', handler: async (
 } });
 
 let gateWaiting: (open: () => void) => void = () => undefined;
-router.add({ method: 'GET', path: '/gate', auth: 'none', handler: async () => {
+router.add({ method: 'GET', path: '/gate', auth: 'none', responses: {}, handler: async () => {
   await new Promise<void>((open) => gateWaiting(open));
   return json(200, { finished: true });
 } });

@@ -108,8 +108,8 @@ t.test('curl reads every refusal of an upload still being sent', { skip: curlMis
 /** A bare transport with small limits and bounds, so the bounds are reached in milliseconds. */
 async function boundedServer(t: Test, bound: { bytes: number; ms: number }): Promise<number> {
   const router = new Router();
-  router.add({ method: 'POST', path: '/echo', auth: 'none', handler: (req) => json(200, { body: req.body }) });
-  router.add({ method: 'POST', path: '/private', auth: 'user', handler: () => json(200, { ok: true }) });
+  router.add({ method: 'POST', path: '/echo', auth: 'none', responses: {}, handler: (req) => json(200, { body: req.body }) });
+  router.add({ method: 'POST', path: '/private', auth: 'user', responses: {}, handler: () => json(200, { ok: true }) });
   const server = createHttpServer({
     router,
     logger: createLogger('silent'),

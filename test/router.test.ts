@@ -9,7 +9,7 @@ import t from 'tap';
 import { Router } from '../api/http/router.js';
 import { json, type RouteDefinition } from '../api/http/types.js';
 
-const route = (method: RouteDefinition['method'], path: string): RouteDefinition => ({ method, path, auth: 'none', handler: () => json(200, {}) });
+const route = (method: RouteDefinition['method'], path: string): RouteDefinition => ({ method, path, auth: 'none', responses: {}, handler: () => json(200, {}) });
 
 t.test('matching', async (t) => {
   const router = new Router();

@@ -90,7 +90,27 @@ export interface RouteDefinition {
   readonly tag?: string;
   readonly requestSchema?: unknown;
   readonly querySchema?: unknown;
-  readonly successStatus?: number;
+  /**
+   * The answers of this operation by status: every success status, and any answer whose body is
+   * not the route's error family (`api/http/contract.ts` builds them). Required of every route: the
+   * OpenAPI document and the tests' response checks are made from it.
+   */
+  readonly responses: Readonly<Record<number, ResponseDoc>>;
+  /**
+   * Error statuses this route answers in its family's body beyond those every route of its kind
+   * answers (401, 404 for a path id, 422 for a schema, 400/413/415 for a body, 500, 503:
+   * `answeredStatuses` in `api/openapi.ts`), e.g. 402, 403, 429.
+   */
+  readonly errors?: readonly number[];
+}
+
+/** One documented answer of an operation. */
+export interface ResponseDoc {
+  readonly description: string;
+  /** Schema of a JSON body; absent for a body that is not JSON (`contentType`) or for none. */
+  readonly schema?: Readonly<Record<string, unknown>>;
+  /** Media type of a body that is not JSON (HTML, JavaScript, TwiML, WAV, Prometheus text). */
+  readonly contentType?: string;
 }
 
 export const json = (status: number, body: unknown, headers?: Record<string, string>): ApiResponse => ({ status, body, headers });

@@ -7,6 +7,12 @@ import { aiSwitchSchema, createConversationSchema, listConversationsSchema, send
 import { paginate } from '../http/pagination.js';
 import { userId } from '../http/params.js';
 import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
+import { body } from '../http/contract.js';
+import { array, boolean, constant, nullable, object, paginated, string, uuid } from '../../schemas/shapes.js';
+import { conversationListItem, functionCalls, historyMessage } from '../../schemas/responses.js';
+
+const statusTrue = constant(true, 'Always true');
+const history = array(historyMessage, 'Messages in order');
 
 const tag = 'Conversations';
 
@@ -33,6 +39,10 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       tag,
       summary: "Start a conversation with an assistant (by its UUID): widget is public and charged, test and api need the owner's token; rate limited",
       requestSchema: createConversationSchema.schema,
+      errors: [402, 404, 429],
+      responses: {
+        200: body(object({ status: statusTrue, conversation_id: uuid('The new conversation'), history: { ...history, description: "The assistant's rendered initial message when it has one, else empty" } }, 'The new conversation')),
+      },
       async handler(req) {
         limit(limits.perIp, clientKey(req));
         const input = createConversationSchema(req.body);
@@ -48,6 +58,10 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       tag,
       summary: "Send a message and receive the reply, in order; function calls and why a reply failed only with the owner's token",
       requestSchema: sendMessageSchema.schema,
+      errors: [402, 429, 502],
+      responses: {
+        200: body(object({ status: statusTrue, message: nullable(string("The assistant's reply; null when AI replies are off")), function_calls: functionCalls }, 'The reply')),
+      },
       async handler(req) {
         limit(limits.perIp, clientKey(req));
         const id = req.params.id!;
@@ -64,6 +78,8 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       family: 'conversation',
       tag,
       summary: "The history of a conversation, in order; function calls only with the owner's token",
+      errors: [429],
+      responses: { 200: body(object({ status: statusTrue, history }, 'The history')) },
       async handler(req) {
         limit(limits.perIp, clientKey(req));
         return json(200, { status: true, history: await conversations.history(req.params.id!, req.principal?.userId) });
@@ -76,17 +92,17 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       tag,
       summary: 'Conversations of your assistants, newest first, paginated',
       querySchema: listConversationsSchema.schema,
+      responses: { 200: body(paginated(conversationListItem, 'A page of conversations')) },
       async handler(req) {
         const owner = userId(req);
         const query = listConversationsSchema(req.query);
         checkRealDay('date_from', query.date_from);
         checkRealDay('date_to', query.date_to);
-        if (query.assistant_id !== undefined && !(await conversations.assistantOwned(owner, query.assistant_id))) {
-          throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
-        }
+        const assistantId = query.assistant_id === undefined ? undefined : await conversations.ownedAssistantId(owner, query.assistant_id);
+        if (assistantId === null) throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
         const page = await conversations.list(
           owner,
-          { type: query.type, assistantId: query.assistant_id, dateFrom: query.date_from, dateTo: query.date_to },
+          { type: query.type, assistantId, dateFrom: query.date_from, dateTo: query.date_to },
           query.page ?? 1,
           query.per_page ?? DEFAULT_PER_PAGE,
         );
@@ -101,6 +117,9 @@ export function conversationRoutes(conversations: ConversationService, limits: C
       tag,
       summary: 'Turn AI replies off (take the conversation over) or back on',
       requestSchema: aiSwitchSchema.schema,
+      responses: {
+        200: body(object({ status: statusTrue, message: string('What happened, in words for people'), data: object({ id: uuid('The conversation'), ai_enabled: boolean('Whether the AI replies now') }, 'The conversation') }, 'Switched')),
+      },
       async handler(req) {
         const { ai_enabled } = aiSwitchSchema(req.body);
         const row = await conversations.setAiEnabled(userId(req), req.params.id!, ai_enabled);

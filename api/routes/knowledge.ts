@@ -10,6 +10,9 @@ import {
 } from '../../schemas/knowledge.js';
 import { childIdParam, idParam, userId } from '../http/params.js';
 import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
+import { body } from '../http/contract.js';
+import { array, dataOf, message, messageWith, without } from '../../schemas/shapes.js';
+import { document, knowledgebase, passage } from '../../schemas/responses.js';
 
 const tag = 'Knowledgebases';
 const FILE_TOO_LARGE = 'The file may not be greater than 20480 kilobytes.';
@@ -56,7 +59,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       tag,
       summary: 'Create a knowledgebase',
       requestSchema: createKnowledgebaseSchema.schema,
-      successStatus: 201,
+      responses: { 201: body(messageWith(without(knowledgebase, ['documents_count', 'assistants_count']), 'The new knowledgebase')) },
       async handler(req) {
         const data = await knowledge.createKnowledgebase(userId(req), createKnowledgebaseSchema(req.body));
         const { documents_count: _d, assistants_count: _a, ...created } = data;
@@ -70,6 +73,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       family: 'error',
       tag,
       summary: 'List knowledgebases',
+      responses: { 200: body(dataOf(array(knowledgebase, 'Your knowledgebases'), 'Your knowledgebases')) },
       async handler(req) {
         return json(200, { data: await knowledge.listKnowledgebases(userId(req)) });
       },
@@ -81,6 +85,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       family: 'error',
       tag,
       summary: 'Get a knowledgebase',
+      responses: { 200: body(dataOf(knowledgebase, 'The knowledgebase')) },
       async handler(req) {
         return json(200, { data: await knowledge.getKnowledgebase(userId(req), idParam(req, 'id', 'knowledgebase_not_found')) });
       },
@@ -93,6 +98,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       tag,
       summary: 'Rename or describe a knowledgebase',
       requestSchema: updateKnowledgebaseSchema.schema,
+      responses: { 200: body(messageWith(knowledgebase, 'The updated knowledgebase')) },
       async handler(req) {
         const id = idParam(req, 'id', 'knowledgebase_not_found');
         const data = await knowledge.updateKnowledgebase(userId(req), id, () => updateKnowledgebaseSchema(req.body));
@@ -107,6 +113,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       failureMessage: 'Failed to delete knowledgebase. Please try again.',
       tag,
       summary: 'Delete a knowledgebase with its documents; assistants using it lose it',
+      responses: { 200: body(message('Deleted')) },
       async handler(req) {
         await knowledge.deleteKnowledgebase(userId(req), idParam(req, 'id', 'knowledgebase_not_found'));
         return json(200, { message: 'Knowledgebase deleted successfully.' });
@@ -124,7 +131,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       tag,
       summary: 'Add a document (JSON for website, multipart/form-data for pdf, txt, docx); processing continues in the background',
       requestSchema: createDocumentSchema.schema,
-      successStatus: 201,
+      responses: { 201: body(messageWith(without(document, ['updated_at', 'error']), 'The new document (processing)')) },
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
         const doc = await knowledge.createDocument(userId(req), knowledgebaseId, () => newDocument(req));
@@ -139,6 +146,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       family: 'error',
       tag,
       summary: 'List the documents of a knowledgebase',
+      responses: { 200: body(dataOf(array(document, 'Its documents'), 'The documents')) },
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
         return json(200, { data: await knowledge.listDocuments(userId(req), knowledgebaseId) });
@@ -151,6 +159,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       family: 'error',
       tag,
       summary: 'Get a document (poll this until processing ends)',
+      responses: { 200: body(dataOf(document, 'The document')) },
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
         const id = childIdParam(req, 'documentId');
@@ -165,6 +174,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       tag,
       summary: 'Rename or describe a document (type and content cannot change)',
       requestSchema: updateDocumentSchema.schema,
+      responses: { 200: body(messageWith(without(document, ['created_at', 'error']), 'The updated document')) },
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
         const id = childIdParam(req, 'documentId');
@@ -181,6 +191,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       failureMessage: 'Failed to delete document. Please try again.',
       tag,
       summary: 'Delete a document, its processed content and embeddings',
+      responses: { 200: body(message('Deleted')) },
       async handler(req) {
         const knowledgebaseId = idParam(req, 'id', 'knowledgebase_not_found');
         const id = childIdParam(req, 'documentId');
@@ -196,6 +207,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService): RouteDefinition[] 
       tag,
       summary: 'The passages that best answer a query (full-text and vector rankings fused)',
       requestSchema: searchSchema.schema,
+      responses: { 200: body(dataOf(array(passage, 'Best first'), 'The passages')) },
       async handler(req) {
         const id = idParam(req, 'id', 'knowledgebase_not_found');
         const owner = userId(req);

@@ -3,6 +3,7 @@ import type { Registry } from 'prom-client';
 import { PlatformError } from '../../runtime/errors.js';
 import { isLoopbackAddress } from '../../runtime/net/addresses.js';
 import type { ApiRequest, RouteDefinition } from '../http/types.js';
+import { media } from '../http/contract.js';
 
 /** Headers a proxy adds: a request carrying one came from elsewhere, whatever its peer address. */
 const FORWARDING_HEADERS = ['x-forwarded-for', 'forwarded', 'x-real-ip'];
@@ -26,6 +27,8 @@ export function metricsRoutes(registry: () => Registry, token: string | undefine
       auth: 'none',
       tag: 'Operations',
       summary: 'Prometheus metrics (Bearer METRICS_TOKEN when set; otherwise only from this machine)',
+      errors: [401, 403],
+      responses: { 200: media('text/plain', 'Prometheus text exposition format') },
       async handler(req) {
         if (expected) {
           const given = Buffer.from(req.headers.authorization ?? '');

@@ -1,6 +1,7 @@
 import { createReadStream } from 'node:fs';
 import type { CallService } from '../../runtime/calls/service.js';
 import { StreamBody, type RouteDefinition } from '../http/types.js';
+import { media } from '../http/contract.js';
 
 /**
  * `GET {base_url}/recordings/{call_id}.wav?expires=..&signature=..`: the call's recording, with
@@ -17,6 +18,12 @@ export function recordingRoutes(calls: CallService): RouteDefinition[] {
       auth: 'none',
       tag: 'Calls',
       summary: 'A call recording (stereo WAV: caller left, agent right) at its signed, expiring URL; byte ranges supported',
+      errors: [403, 404],
+      responses: {
+        200: media('audio/wav', 'The recording'),
+        206: media('audio/wav', 'The range asked for (Content-Range)'),
+        416: media('audio/wav', 'The range cannot be satisfied (empty body; Content-Range: bytes */size)'),
+      },
       async handler(req) {
         const match = /^(\d+)\.wav$/.exec(req.params.file ?? '');
         const query = new URLSearchParams(req.rawQuery);

@@ -1,6 +1,6 @@
 import type { Catalog, EngineMode } from '../catalog/service.js';
 import type { FieldErrors } from '../errors.js';
-import type { AssistantInput } from '../../schemas/assistants.js';
+import { ASSISTANT_DEFAULTS, type AssistantInput } from '../../schemas/assistants.js';
 import type { AssistantSettings } from './repository.js';
 import { attributeName as label } from '../../schemas/validator.js';
 import { E164 } from '../../schemas/phoneNumbers.js';
@@ -10,48 +10,8 @@ import { E164 } from '../../schemas/phoneNumbers.js';
  * create and on update alike, and how settings are filled where the request leaves them out.
  */
 
-export const settingDefaults = {
-  widget: null,
-  chat_llm_fallback_id: null,
-  turn_detection_threshold: null,
-  secondary_language_ids: [],
-  knowledgebase_id: null,
-  knowledgebase_mode: 'function_call',
-  phone_number_id: null,
-  tool_ids: [],
-  tools: [],
-  tts_emotion_enabled: true,
-  voice_stability: 0.7,
-  voice_similarity: 0.5,
-  speech_speed: 1,
-  llm_temperature: 0.1,
-  allow_interruptions: true,
-  fillers: false,
-  record: false,
-  enable_noise_cancellation: true,
-  wait_for_customer: false,
-  max_duration: 600,
-  max_silence_duration: 40,
-  max_initial_silence_duration: null,
-  ringing_time: 30,
-  reengagement_interval: 30,
-  reengagement_prompt: null,
-  end_call_on_voicemail: true,
-  voice_mail_message: null,
-  endpoint_type: 'vad',
-  endpoint_sensitivity: 0.5,
-  interrupt_sensitivity: 0.5,
-  min_interrupt_words: null,
-  ambient_sound: 'off',
-  ambient_sound_volume: 0.5,
-  is_webhook_active: false,
-  webhook_url: null,
-  send_webhook_only_on_completed: true,
-  include_recording_in_webhook: true,
-  post_call_evaluation: true,
-  post_call_schema: [],
-  variables: {},
-} as const satisfies Partial<AssistantSettings>;
+/** Settings a create leaves out (spec 2.5); one table with the OpenAPI document's defaults. */
+export const settingDefaults = ASSISTANT_DEFAULTS;
 
 /** The TTS provider a voice and language imply; none in multimodal, where the model speaks. */
 export function autoSynthesizer(catalog: Catalog, mode: EngineMode, voiceId: number, languageId: number): number | null {

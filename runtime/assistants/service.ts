@@ -28,8 +28,10 @@ import { checkOwnership, checkSettings, fillProviders, resetForMode, settingDefa
 
 const VALIDATION_FAILED = 'Validation failed';
 
+/** What create and update answer: spec 4.4's five fields and the `uuid` conversations, web calls and the widget name it by. */
 export interface AssistantSummary {
   id: number;
+  uuid: string;
   name: string;
   status: AssistantRow['status'];
   type: AssistantRow['type'];
@@ -39,8 +41,8 @@ export interface AssistantSummary {
 /** The full read shape: every field of spec 2.5 with its current value, plus identity and timestamps. */
 export type AssistantView = AssistantViewRow;
 
-function summary(row: Pick<AssistantRow, 'id' | 'name' | 'status' | 'type' | 'mode'>): AssistantSummary {
-  return { id: row.id, name: row.name, status: row.status, type: row.type, mode: row.mode };
+function summary(row: Pick<AssistantRow, 'id' | 'uuid' | 'name' | 'status' | 'type' | 'mode'>): AssistantSummary {
+  return { id: row.id, uuid: row.uuid, name: row.name, status: row.status, type: row.type, mode: row.mode };
 }
 
 

@@ -163,8 +163,13 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
     },
 
     /** Assistant ownership check for the listing filter. */
-    async assistantOwned(userId: number, assistantId: number): Promise<boolean> {
-      return (await findAssistant(pool, userId, assistantId)) !== null;
+    /**
+     * The integer id of the user's assistant named by its id (digits) or its UUID; null when it is
+     * not one of theirs.
+     */
+    async ownedAssistantId(userId: number, idOrUuid: string): Promise<number | null> {
+      const row = isUuid(idOrUuid) ? await findAssistantByUuid(pool, idOrUuid) : await findAssistant(pool, userId, Number(idOrUuid));
+      return row && row.user_id === userId ? row.id : null;
     },
   };
 }

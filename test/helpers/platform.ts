@@ -8,6 +8,7 @@ import { loadConfig, type Config } from '../../runtime/config.js';
 import { createLogger } from '../../runtime/logger.js';
 import { freshDatabase } from './database.js';
 import { fakeResolver } from './resolver.js';
+import { ContractChecker } from './contract.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 
@@ -31,7 +32,11 @@ export interface TestPlatform {
   readonly databaseUrl: string;
   /** `http://127.0.0.1:PORT` */
   readonly origin: string;
-  /** Calls `{origin}/api{path}` (or `{origin}{path}` when the path starts with `//`). */
+  /**
+   * Calls `{origin}/api{path}` (or `{origin}{path}` when the path starts with `//`). Every answer is
+   * checked against the server's OpenAPI document (`helpers/contract.ts`): an answer it does not
+   * describe rejects with a ContractViolation that names the operation, status and field.
+   */
   request<T = any>(method: string, path: string, options?: RequestOptions): Promise<ApiResult<T>>;
   /** Registers a user and returns its session token and id. */
   user(name?: string): Promise<{ id: number; token: string; email: string }>;
@@ -77,6 +82,8 @@ export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}
     await rm(dataDir, { recursive: true, force: true });
   });
   const origin = platform.origin;
+  // Read while the server is sure to serve it (a test may stop the server before its first request).
+  const contract = new ContractChecker((await (await fetch(`${origin}/api/openapi.json`)).json()) as Record<string, unknown>);
 
   async function request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<ApiResult<T>> {
     const headers: Record<string, string> = { ...options.headers };
@@ -91,7 +98,9 @@ export async function startTestPlatform(t: Test, overrides: Partial<Config> = {}
     const response = await fetch(url, { method, headers, body });
     const text = await response.text();
     let parsed: unknown = text;
-    if ((response.headers.get('content-type') ?? '').includes('json') && text !== '') parsed = JSON.parse(text);
+    const contentType = response.headers.get('content-type') ?? '';
+    if (contentType.includes('json') && text !== '') parsed = JSON.parse(text);
+    contract.check(method, url, response.status, contentType, parsed);
     return { status: response.status, body: parsed as T, headers: response.headers };
   }
 

@@ -6,7 +6,7 @@ import { PlatformError } from '../../../runtime/errors.js';
 import { plivoFormat } from '../../../runtime/voice/serializers/plivo.js';
 import type { ApiRequest, RouteDefinition } from '../../http/types.js';
 import { plusNumber } from '../../../runtime/calls/carriers/rest.js';
-import { formField, formOf, markupResponse, statusCallId, unsignedWebhook } from './webhooks.js';
+import { CARRIER_ERRORS, formField, formOf, markupResponse, statusCallId, unsignedWebhook, xmlAnswer } from './webhooks.js';
 
 /**
  * Plivo's webhooks, form-encoded and answered with Plivo XML: the voice webhook of inbound calls
@@ -90,6 +90,8 @@ export function plivoRoutes(voice: VoiceService, options: { authToken: string | 
       auth: 'none',
       duringStop: true,
       tag: 'Telephony',
+      errors: CARRIER_ERRORS,
+      responses: xmlAnswer('Plivo XML'),
       summary: "Plivo's answer URL for calls to your numbers: answers Plivo XML that streams the call to its inbound assistant",
       async handler(req) {
         const params = verified(req);
@@ -103,6 +105,8 @@ export function plivoRoutes(voice: VoiceService, options: { authToken: string | 
       auth: 'none',
       duringStop: true,
       tag: 'Telephony',
+      errors: CARRIER_ERRORS,
+      responses: xmlAnswer('Plivo XML'),
       summary: "Plivo's ring, hang-up (completed, busy, no-answer, failed, ...), machine-detection and stream callbacks of a call",
       handler(req) {
         const params = verified(req);
@@ -119,6 +123,8 @@ export function plivoRoutes(voice: VoiceService, options: { authToken: string | 
       auth: 'none',
       duringStop: true,
       tag: 'Telephony',
+      errors: CARRIER_ERRORS,
+      responses: xmlAnswer('Plivo XML'),
       summary: "The answer URL of a call the platform placed through Plivo: Plivo XML that connects the answered call to its media stream",
       handler(req) {
         verified(req);
@@ -136,6 +142,8 @@ export function plivoRoutes(voice: VoiceService, options: { authToken: string | 
       auth: 'none',
       duringStop: true,
       tag: 'Telephony',
+      errors: CARRIER_ERRORS,
+      responses: xmlAnswer('Plivo XML'),
       summary: "The XML a call transferred through Plivo fetches: dials the transfer's number",
       handler(req) {
         verified(req);

@@ -5,7 +5,9 @@ import type { AnsweredBy, CarrierStatus } from '../../../runtime/calls/carriers/
 import type { VoiceService } from '../../../runtime/calls/live.js';
 import { PlatformError } from '../../../runtime/errors.js';
 import type { ApiRequest, RouteDefinition } from '../../http/types.js';
-import { jsonField, markupResponse, statusCallId, unsignedWebhook } from './webhooks.js';
+import { CARRIER_ERRORS, jsonField, markupResponse, statusCallId, unsignedWebhook } from './webhooks.js';
+import { body, noBody } from '../../http/contract.js';
+import { anyObject, array } from '../../../schemas/shapes.js';
 
 /**
  * Vonage's answer webhook (`GET` with the call in the query string, or `POST` with it as JSON),
@@ -89,15 +91,18 @@ export function vonageRoutes(voice: VoiceService, options: { signatureSecret: st
     return markupResponse(nccoAnswer(await voice.inbound('vonage', call)));
   }
   const summary = "Vonage's answer webhook for calls to your numbers: answers an NCCO that connects the call to its inbound assistant";
+  const answered = { errors: CARRIER_ERRORS, responses: { 200: body(array(anyObject('An NCCO action (talk, connect, ...)'), 'The NCCO for Vonage')) } };
   return [
-    { method: 'GET', path: '/api/telephony/vonage/inbound', auth: 'none', duringStop: true, tag: 'Telephony', summary, handler: answer },
-    { method: 'POST', path: '/api/telephony/vonage/inbound', auth: 'none', duringStop: true, tag: 'Telephony', summary, handler: answer },
+    { method: 'GET', path: '/api/telephony/vonage/inbound', auth: 'none', duringStop: true, tag: 'Telephony', summary, ...answered, handler: answer },
+    { method: 'POST', path: '/api/telephony/vonage/inbound', auth: 'none', duringStop: true, tag: 'Telephony', summary, ...answered, handler: answer },
     {
       method: 'POST',
       path: '/api/telephony/vonage/status',
       auth: 'none',
       duringStop: true,
       tag: 'Telephony',
+      errors: CARRIER_ERRORS,
+      responses: { 200: noBody('Taken; nothing more is asked of the call') },
       summary: "Vonage's event webhook (ringing, answered, busy, timeout, failed, completed, ...) and machine-detection result",
       handler(req) {
         const fields = verified(req);

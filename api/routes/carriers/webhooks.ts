@@ -1,7 +1,17 @@
 import { PlatformError, ValidationError } from '../../../runtime/errors.js';
 import type { AnsweredBy, CarrierStatus, InboundAnswer, Markup } from '../../../runtime/calls/carriers/types.js';
 import type { VoiceService } from '../../../runtime/calls/live.js';
-import type { ApiRequest, ApiResponse, RouteDefinition } from '../../http/types.js';
+import type { ApiRequest, ApiResponse, ResponseDoc, RouteDefinition } from '../../http/types.js';
+import { media } from '../../http/contract.js';
+
+/**
+ * What a carrier's webhook answers besides its markup: 403 when its signature does not hold (or
+ * the carrier is not accepted unsigned), 422 for a field no carrier would send.
+ */
+export const CARRIER_ERRORS = [403, 422] as const;
+
+/** The documented answer of a webhook answered with XML markup (TwiML, TeXML, Plivo XML). */
+export const xmlAnswer = (dialect: string): Readonly<Record<number, ResponseDoc>> => ({ 200: media('text/xml', `${dialect} for the carrier`) });
 
 /**
  * What every carrier's webhook routes share: form bodies read with bounds (anyone can post them
@@ -108,6 +118,8 @@ export function twimlWebhookRoutes(voice: VoiceService, carrier: TwimlCarrier): 
       duringStop: true,
       tag: 'Telephony',
       summary: `${carrier.title}'s voice webhook for calls to your numbers: answers ${carrier.markup} that streams the call to its inbound assistant`,
+      errors: CARRIER_ERRORS,
+      responses: xmlAnswer(carrier.markup),
       async handler(req) {
         const params = carrier.verified(req);
         const answer = await voice.inbound(carrier.name, { to: formField(params, 'To'), from: formField(params, 'From'), carrierCallId: formField(params, 'CallSid'), requestId: req.id });
@@ -121,6 +133,8 @@ export function twimlWebhookRoutes(voice: VoiceService, carrier: TwimlCarrier): 
       duringStop: true,
       tag: 'Telephony',
       summary: `${carrier.title}'s status callback (ringing, in-progress, busy, no-answer, failed, completed) and answering-machine result`,
+      errors: CARRIER_ERRORS,
+      responses: xmlAnswer(`An empty ${carrier.markup} document`),
       handler(req) {
         const params = carrier.verified(req);
         const callId = statusCallId(req);
