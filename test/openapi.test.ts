@@ -145,9 +145,9 @@ t.test('docs page', async (t) => {
   t.match(res.body, /x-websockets/, 'it shows the sockets of the document');
   const doc = (await api.request('GET', '/openapi.json')).body;
   const sockets = doc['x-websockets'] as Array<{ path: string; client: Record<string, any>; server: Record<string, any> }>;
-  t.same(sockets.map((s) => s.path), ['/ws/conversations/{conversation_id}', '/ws/web-call?call_id={call_id}&token={token}']);
+  t.same(sockets.map((s) => s.path), ['/ws/conversations/{conversation_id}?after={message_id}', '/ws/web-call?call_id={call_id}&token={token}']);
   t.same(Object.keys(sockets[0]!.client), ['message']);
-  t.same(Object.keys(sockets[0]!.server), ['delta', 'message', 'error']);
+  t.same(Object.keys(sockets[0]!.server), ['delta', 'message', 'typing', 'synced', 'error']);
   t.same(Object.keys(sockets[1]!.client), ['mark', 'dtmf', 'hangup']);
   t.same(Object.keys(sockets[1]!.server), ['mark', 'clear', 'error']);
   for (const socket of sockets) for (const frame of [...Object.values(socket.client), ...Object.values(socket.server)]) for (const [field, schema] of fieldsOf(frame, socket.path)) t.ok(schema.description, field);

@@ -66,6 +66,7 @@ export function callRoutes(calls: CallService, voice: VoiceService, publicUrl: (
       auth: 'user',
       tag,
       summary: 'End a live call now, whichever server holds it: status `ended`, saved like any other end (charge, recording, transcript, webhook); the carrier hangs up and a browser call\'s socket closes. 422 once it has ended',
+      errors: [422],
       responses: {
         200: body(messageWith(call, 'The call, ended and saved')),
         202: body(messageWith(call, 'The end was asked for but not saved within 5 s (another server holds the call, or the database is away): the call as it stands')),
