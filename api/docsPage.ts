@@ -13,7 +13,7 @@ h1{margin:0 0 4px}h2{margin:32px 0 8px;border-bottom:1px solid #dde}h4{margin:10
 details{border:1px solid #dde;border-radius:6px;margin:6px 0;padding:6px 10px}
 summary{cursor:pointer}code{font:13px ui-monospace,monospace}
 table{border-collapse:collapse;width:100%;margin:4px 0}td{border-top:1px solid #eef;padding:3px 6px;vertical-align:top;font-size:14px}
-td:first-child{white-space:nowrap}td.t{color:#555;white-space:nowrap}
+td:first-child{white-space:nowrap}td.t{color:#555;max-width:240px;overflow-wrap:anywhere}
 .m{display:inline-block;min-width:64px;font-weight:600}.GET{color:#16794c}.POST{color:#1f5fbf}.PUT,.PATCH{color:#9a6700}.DELETE{color:#b42318}
 </style></head><body>
 <h1>Assistant Platform API</h1><p id="intro">Loading <a href="/api/openapi.json">/api/openapi.json</a>…</p><main id="ops"></main>
