@@ -109,7 +109,8 @@ export async function runCallsBench(options: { steps: number[]; seconds: number;
   const phones = fork(fileURLToPath(new URL('./phones.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const carrier = createLoopbackCarrier((call: LoopbackDial) => phones.send({ dial: call }));
   const adminToken = 'bench-admin-token-0123456789';
-  const config = loadConfig(process.env, { port: 0, dataDir, logLevel: 'silent', adminToken, databasePoolSize: 20, rateLimits: { perIp: { capacity: 1e6, perMinute: 1e6 }, perConversation: { capacity: 1e6, perMinute: 1e6 } }, ...options.config });
+  // The dev voice is the tone unless DEV_VOICE=espeak asks for speech, so runs compare with earlier ones.
+  const config = loadConfig(process.env, { port: 0, dataDir, logLevel: 'silent', adminToken, databasePoolSize: 20, devVoice: process.env.DEV_VOICE === 'espeak' ? 'espeak' : 'tone', rateLimits: { perIp: { capacity: 1e6, perMinute: 1e6 }, perConversation: { capacity: 1e6, perMinute: 1e6 } }, ...options.config });
   const platform = await startPlatform(config, createLogger('silent'), { carrier });
   const origin = platform.origin;
   const call = async (method: string, path: string, body?: unknown, token?: string) => {

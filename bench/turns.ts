@@ -261,12 +261,15 @@ function timeHearing(): { readonly ms: number; stop(): void } {
   return timed;
 }
 
-/** One VAD's run: its own platform (VOICE_VAD passed to the configuration) on a manual clock. */
+/**
+ * One VAD's run: its own platform (VOICE_VAD passed to the configuration) on a manual clock. The
+ * dev voice is the tone: espeak's worker answers in real time, which a simulated clock outruns.
+ */
 async function runOne(vad: string, clips: readonly Clip[], options: { concurrency: number; config?: Partial<Config>; onOutcome?: TurnsOptions['onOutcome'] }): Promise<TurnsResult> {
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-bench-turns-'));
   const adminToken = 'bench-admin-token-0123456789';
   const clock = new ManualClock(Date.UTC(2026, 10, 24, 10, 0, 0));
-  const config = loadConfig({ ...process.env, VOICE_VAD: vad }, { port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent', adminToken, acceptUnsignedCarrierWebhooks: true, rateLimits: { perIp: { capacity: 1e6, perMinute: 1e6 }, perConversation: { capacity: 1e6, perMinute: 1e6 } }, ...options.config });
+  const config = loadConfig({ ...process.env, VOICE_VAD: vad }, { port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent', adminToken, acceptUnsignedCarrierWebhooks: true, devVoice: 'tone', rateLimits: { perIp: { capacity: 1e6, perMinute: 1e6 }, perConversation: { capacity: 1e6, perMinute: 1e6 } }, ...options.config });
   const platform = await startPlatform(config, createLogger('silent'), { clock });
   try {
     const origin = platform.origin;

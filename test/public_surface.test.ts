@@ -157,14 +157,17 @@ t.test('the widget socket carries words only, whoever sent the message', async (
   const client = await connect(t, id);
   scriptCrmTurn('Over the socket: Ada.');
   client.send('Who am I? ada@example.com');
-  t.same(await client.next((f) => f.type === 'message' && f.role === 'assistant'), { type: 'message', role: 'assistant', content: 'Over the socket: Ada.', function_calls: [] });
+  const first = await client.next((f) => f.type === 'message' && f.role === 'assistant');
+  t.same(first, { type: 'message', id: first.id, role: 'assistant', content: 'Over the socket: Ada.', function_calls: [] });
+  t.type(first.id, 'number', 'a message id, nothing else added');
   t.equal(client.frames.filter((f) => f.type === 'delta').map((f) => f.text).join(''), 'Over the socket: Ada.', 'the words stream');
 
   scriptCrmTurn('Over REST: Ada.');
   t.equal((await say(id, 'And now?', owner.token)).body.function_calls.length, 1, 'the owner sent it and has the call');
-  t.same(await client.next((f) => f.type === 'message' && f.content === 'Over REST: Ada.'), { type: 'message', role: 'assistant', content: 'Over REST: Ada.', function_calls: [] });
+  const second = await client.next((f) => f.type === 'message' && f.content === 'Over REST: Ada.');
+  t.same(second, { type: 'message', id: second.id, role: 'assistant', content: 'Over REST: Ada.', function_calls: [] });
 
-  t.same([...new Set(client.frames.map((f) => f.type))].sort(), ['delta', 'message']);
+  t.same([...new Set(client.frames.map((f) => f.type))].sort(), ['delta', 'message', 'typing']);
   t.notOk(client.raw.some((frame) => frame.includes(SECRET) || frame.includes('crm_lookup')), "nothing of the call or the endpoint's answer");
   t.ok(client.frames.filter((f) => f.type === 'message').every((f) => Array.isArray(f.function_calls) && f.function_calls.length === 0));
 });

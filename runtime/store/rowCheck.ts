@@ -67,6 +67,11 @@ function compile(schema: ZodTypeAny): RowCheck | null {
       if (!inner) return null;
       return (value) => (value === null ? null : inner(value));
     }
+    case 'ZodOptional': {
+      const inner = compile(def.innerType as ZodTypeAny);
+      if (!inner) return null;
+      return (value) => (value === undefined ? undefined : inner(value));
+    }
     case 'ZodArray': {
       if (def.exactLength !== null || def.minLength !== null || def.maxLength !== null) return null;
       const element = compile(def.type as ZodTypeAny);
