@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
 
@@ -14,6 +14,20 @@ export async function serveFake(t: Test, handle: (req: IncomingMessage, res: Ser
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  server.unref();
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/**
+ * Listens with a fake's server (HTTP and its WebSocket server's clients) on an ephemeral port of
+ * 127.0.0.1 until the test ends, when its sockets are cut and it closes. @returns the server's origin.
+ */
+export async function listenFake(t: Test, server: Server, sockets: { clients: Set<{ terminate(): void }> }): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const client of sockets.clients) client.terminate();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
   server.unref();
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenFake } from './http.js';
 import type { Test } from 'tap';
 import { WebSocket, WebSocketServer } from 'ws';
 import { bytesToSamples, levelDb, samplesToBytes } from '../../runtime/voice/audio.js';
@@ -218,12 +218,6 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
     });
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    for (const client of sockets.clients) client.terminate();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  server.unref();
-  const port = (server.address() as AddressInfo).port;
-  return Object.assign(fake, { httpUrl: `http://127.0.0.1:${port}`, wsUrl: `ws://127.0.0.1:${port}` });
+  const origin = await listenFake(t, server, sockets);
+  return Object.assign(fake, { httpUrl: origin, wsUrl: origin.replace(/^http/, 'ws') });
 }

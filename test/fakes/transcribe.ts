@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenFake } from './http.js';
 import type { Test } from 'tap';
 import { WebSocket, WebSocketServer } from 'ws';
 import { bytesToSamples, levelDb } from '../../runtime/voice/audio.js';
@@ -219,12 +219,6 @@ export async function startFakeTranscriber(t: Test, keys: { openai?: string; azu
     });
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    for (const client of sockets.clients) client.terminate();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  server.unref();
-  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const origin = await listenFake(t, server, sockets);
   return Object.assign(fake, { origin, baseUrl: `${origin}/v1`, realtimeUrl: `${origin.replace(/^http/, 'ws')}/v1/realtime` });
 }
