@@ -16,12 +16,16 @@ export class SpeechGate {
   private ring: Int16Array[] = [];
   private open = false;
 
-  /** The frames to pass on now (copies: callers may reuse theirs). */
+  /**
+   * The frames to pass on now (copies: callers may reuse theirs). While it waits for speech, the
+   * oldest pre-roll frame's buffer is reused, so silence allocates nothing frame after frame.
+   */
   pass(frame: Int16Array, speech: boolean): Int16Array[] {
-    const copy = frame.slice();
-    if (this.open) return [copy];
+    if (this.open) return [frame.slice()];
+    const oldest = this.ring.length >= PRE_ROLL_MS / FRAME_MS ? this.ring.shift() : undefined;
+    const copy = oldest?.length === frame.length ? oldest : new Int16Array(frame.length);
+    copy.set(frame);
     this.ring.push(copy);
-    if (this.ring.length > PRE_ROLL_MS / FRAME_MS) this.ring.shift();
     if (!speech) return [];
     this.open = true;
     const frames = this.ring;
