@@ -85,11 +85,13 @@ const outcome = <T>(promise: Promise<T>) =>
 async function openCalls(s: VoiceSetup, pool: DatabasePool, n: number): Promise<number[]> {
   const ids: number[] = [];
   for (let i = 0; i < n; i++) {
-    ids.push(await insertCall(pool, { userId: s.userId, assistantId: s.assistantId, assistantName: 'Bot', type: 'inbound', mode: 'pipeline', status: 'ringing', assistantPhoneNumber: s.number, clientPhoneNumber: '+14155550199', variables: {}, carrierCallId: null }));
+    ids.push(await insertCall(pool, { userId: s.userId, assistantId: s.assistantId, assistantName: 'Bot', type: 'inbound', mode: 'pipeline', status: 'ringing', assistantPhoneNumber: s.number, clientPhoneNumber: '+14155550199', variables: {}, carrierCallId: null, carrierName: null, holder: HOLDER, streamTokenHash: Buffer.alloc(32), streamExpiresAt: new Date(Date.now() + 60_000).toISOString(), startedAt: new Date().toISOString() }));
   }
   return ids;
 }
 
+/** The process these tests stand for, holding the calls they open. */
+const HOLDER = '00000000-0000-4000-8000-000000000001';
 const ENDING: CallEnding = { status: 'ended', transcript: '', duration: 0, answeredBy: null, answeredAt: null, endedAt: new Date().toISOString(), carrierCost: 0, totalCost: 0, recordingPath: null, evaluationPending: false };
 const beats = (ids: number[]) => ids.map((id) => ({ id, heardAt: null, transcript: null }));
 
@@ -98,7 +100,7 @@ t.test('two heartbeats naming the same calls in different orders, the first held
   const pool = await testPool(t, s.api.databaseUrl);
   const [a, b, c] = await openCalls(s, pool, 3);
   // Every call has its heartbeat row, as after the first beat: the beats below update rows.
-  await touchCalls(pool, beats([a!, b!, c!]));
+  await touchCalls(pool, HOLDER, beats([a!, b!, c!]));
   // b changed last, so a statement taking rows in the open calls' order (by last change, or by
   // place on disk: a changed row moves to the end) takes a, c, b, as the first beat lists them.
   const changed = (id: number, minutes: number) => withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET status = 'in-progress', updated_at = now() + make_interval(mins => $2) WHERE id = $1`, [id, minutes]));
@@ -108,17 +110,17 @@ t.test('two heartbeats naming the same calls in different orders, the first held
   let commit!: () => void;
   const committing = new Promise<void>((resolve) => (commit = resolve));
   const end = inTransaction(pool, async (tx) => {
-    const ended = await endCall(tx, c!, ENDING);
+    const ended = await endCall(tx, c!, HOLDER, ENDING);
     await committing;
     return ended;
   });
-  const first = inTransaction(pool, (tx) => touchCalls(tx, beats([a!, c!, b!])));
+  const first = inTransaction(pool, (tx) => touchCalls(tx, HOLDER, beats([a!, c!, b!])));
   await heldUp(s.api.databaseUrl, first.pid, end.pid);
   // The next beat falls due while the first still waits, and a has changed meanwhile: a comes after
   // b in whatever order an unsorted statement takes, the list's (a's end now being saved), the
   // open calls' or the disk's.
   await changed(a!, 2);
-  const next = inTransaction(pool, (tx) => touchCalls(tx, beats([b!, a!])));
+  const next = inTransaction(pool, (tx) => touchCalls(tx, HOLDER, beats([b!, a!])));
   await heldUp(s.api.databaseUrl, next.pid, first.pid);
   commit();
 
@@ -134,7 +136,7 @@ t.test('a call\'s end being saved while another process\'s sweep takes it: one e
   const s = await voiceSetup(t);
   const pool = await testPool(t, s.api.databaseUrl);
   const [d] = await openCalls(s, pool, 1);
-  await touchCalls(pool, beats([d!]));
+  await touchCalls(pool, HOLDER, beats([d!]));
   const [orphan] = (await orphanedCalls(pool, 0, [])).filter((call) => call.id === d);
 
   // A reader of the call (a heartbeat's reference check takes this lock) keeps the sweep waiting
@@ -144,7 +146,7 @@ t.test('a call\'s end being saved while another process\'s sweep takes it: one e
 
   const sweep = inTransaction(pool, (tx) => closeOrphanedCall(tx, orphan!, { seconds: 0, carrier: 0, total: 0 }, null));
   await heldUp(s.api.databaseUrl, sweep.pid, reader.pid);
-  const end = inTransaction(pool, (tx) => endCall(tx, d!, ENDING));
+  const end = inTransaction(pool, (tx) => endCall(tx, d!, HOLDER, ENDING));
   await heldUp(s.api.databaseUrl, end.pid, sweep.pid);
   await reader.db.query('COMMIT');
 

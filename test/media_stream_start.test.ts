@@ -12,7 +12,7 @@ import { createLogger } from '../runtime/logger.js';
 
 const app = uWS.App();
 // No stream token is valid here: this test is about connections that never join a call.
-const voice = { claim: () => undefined } as unknown as VoiceService;
+const voice = { claimHere: () => undefined, claim: async () => undefined } as unknown as VoiceService;
 mediaSocket(app, twilioFormat, { voice, logger: createLogger('silent'), startTimeoutMs: 100 });
 const listening = await new Promise<uWS.us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (socket) => (socket ? resolve(socket) : reject(new Error('listen failed')))));
 const url = `ws://127.0.0.1:${uWS.us_socket_local_port(listening as unknown as uWS.us_socket)}/ws/telephony/twilio`;

@@ -1,7 +1,7 @@
 import type uWS from 'uWebSockets.js';
 import type { VoiceService } from '../../runtime/calls/live.js';
 import { FRAME_SAMPLES, allocSamples } from '../../runtime/voice/audio.js';
-import type { MediaCodec, MediaFormat, OutMessage } from '../../runtime/voice/serializers/types.js';
+import type { MediaCodec, MediaEvent, MediaFormat, OutMessage } from '../../runtime/voice/serializers/types.js';
 import type { CallSession } from '../../runtime/voice/session.js';
 import type { CallTransport } from '../../runtime/voice/spec.js';
 import type { Logger } from '../../runtime/logger.js';
@@ -12,7 +12,9 @@ import { guarded } from './guard.js';
  * format's codec (`runtime/voice/serializers/`), its events to the call registry and the session,
  * and the session's audio and controls back through the codec. A stream names its call either in
  * the upgrade's query string (refused with 401 before it opens) or in a `start` message within
- * 10 s (else closed with 1008, as is a `start` that claims no waiting call).
+ * 10 s (else closed with 1008, as is a `start` that claims no waiting call). Claiming the call is
+ * a statement in PostgreSQL (the call may have been created by another process, which this one
+ * takes it over from); what arrives on the socket meanwhile is kept and handed on in order.
  */
 
 /** Regroups incoming audio of any chunk size into whole 20 ms frames of 16 kHz PCM16. */
@@ -48,9 +50,14 @@ export const MAX_BUFFERED_BYTES = 512 * 1024;
 /** How long a stream that names its call in a message may stay open without it. @defaultValue 10 s */
 const START_TIMEOUT_MS = 10_000;
 
+/** What a stream may send while its call is being claimed (a carrier starts sending audio at once); beyond it, dropped. */
+const MAX_QUEUED_EVENTS = 500;
+
 interface SocketData {
   readonly codec: MediaCodec;
   session: CallSession | undefined;
+  /** The call named in a `start` is being claimed: events wait here (copied), in order. */
+  queued: MediaEvent[] | undefined;
   input: { audio(frame: Int16Array): void } | undefined;
   assembler: FrameAssembler | undefined;
   closed: boolean;
@@ -98,26 +105,126 @@ export function mediaSocket(app: uWS.TemplatedApp, format: MediaFormat, deps: Me
     data.assembler = new FrameAssembler((frame) => data.input?.audio(frame));
   }
 
+  /** The socket closed, or a claim failed: `ws` may no longer be touched once `data.closed` is set by `close`. */
+  function refuse(ws: uWS.WebSocket<SocketData>, data: SocketData, reason: string): void {
+    if (data.closed) return;
+    data.closed = true;
+    ws.cork(() => ws.end(1008, reason));
+  }
+
+  /**
+   * Claims the call a `start` names: at once when this process gave out its token, else through
+   * PostgreSQL, with what arrives meanwhile waiting in `data.queued`.
+   */
+  function claimStarted(ws: uWS.WebSocket<SocketData>, data: SocketData, event: Extract<MediaEvent, { type: 'start' }>): void {
+    const here = deps.voice.claimHere(event.callId, event.token);
+    if (here) {
+      join(ws, data, here);
+      return;
+    }
+    data.queued = [];
+    deps.voice.claim(event.callId, event.token).then(
+      (session) => {
+        const queued = data.queued ?? [];
+        data.queued = undefined;
+        if (!session) {
+          deps.logger.warn({ callId: event.callId, carrier: format.name }, 'media stream refused: unknown, used or expired stream token');
+          refuse(ws, data, 'invalid stream token');
+          return;
+        }
+        if (data.closed) {
+          // Gone while its call was claimed: the call learns it as from a socket that closed.
+          session.send({ type: data.stopped ? 'CALLER_HUNG_UP' : 'CONNECTION_LOST' });
+          return;
+        }
+        ws.cork(() => {
+          join(ws, data, session);
+          for (const waiting of queued) handle(ws, data, waiting);
+        });
+      },
+      (error: unknown) => {
+        data.queued = undefined;
+        deps.logger.error({ err: error, callId: event.callId, carrier: format.name }, 'the media stream could not claim its call');
+        if (data.closed) return;
+        data.closed = true;
+        ws.cork(() => ws.end(1011, 'internal error'));
+      },
+    );
+  }
+
+  /** One event from the far end, once its call is joined (or while it is claimed: kept for then). */
+  function handle(ws: uWS.WebSocket<SocketData>, data: SocketData, event: MediaEvent): void {
+    if (data.queued) {
+      if (event.type === 'start' || data.queued.length >= MAX_QUEUED_EVENTS) return;
+      data.queued.push(event.type === 'audio' ? { type: 'audio', samples: event.samples.slice() } : event);
+      if (event.type === 'stop') data.stopped = true;
+      return;
+    }
+    switch (event.type) {
+      case 'audio':
+        data.assembler?.push(event.samples);
+        return;
+      case 'start':
+        if (data.session || format.claim !== 'start') return;
+        claimStarted(ws, data, event);
+        return;
+      case 'mark':
+        data.session?.mark(event.name);
+        return;
+      case 'dtmf':
+        data.session?.dtmf(event.digit);
+        return;
+      case 'stop':
+        data.stopped = true;
+        data.session?.send({ type: 'CALLER_HUNG_UP' });
+        return;
+      case 'reply':
+        ws.send(event.message);
+    }
+  }
+
+  const socketData = (codec: MediaCodec, session: CallSession | undefined): SocketData => ({ codec, session, queued: undefined, input: undefined, assembler: undefined, closed: false, stopped: false, startTimer: undefined });
+
   app.ws<SocketData>(format.path, guarded(deps.logger, format.name, {
     maxPayloadLength: 64 * 1024,
     idleTimeout: 60,
     sendPingsAutomatically: true,
     upgrade(res, req, context) {
-      let session: CallSession | undefined;
-      if (format.claim === 'query') {
-        const query = new URLSearchParams(req.getQuery() ?? '');
-        session = deps.voice.claim(Number(query.get('call_id')), query.get('token') ?? '');
-        if (!session) {
-          res.writeStatus('401 Unauthorized').writeHeader('Content-Type', 'application/json').end(JSON.stringify({ message: 'The call token is invalid, used or expired.' }));
-          return;
-        }
+      const key = req.getHeader('sec-websocket-key');
+      const protocol = req.getHeader('sec-websocket-protocol');
+      const extensions = req.getHeader('sec-websocket-extensions');
+      if (format.claim !== 'query') {
+        res.upgrade<SocketData>(socketData(format.codec(), undefined), key, protocol, extensions, context);
+        return;
       }
-      res.upgrade<SocketData>(
-        { codec: format.codec(), session, input: undefined, assembler: undefined, closed: false, stopped: false, startTimer: undefined },
-        req.getHeader('sec-websocket-key'),
-        req.getHeader('sec-websocket-protocol'),
-        req.getHeader('sec-websocket-extensions'),
-        context,
+      const query = new URLSearchParams(req.getQuery() ?? '');
+      const here = deps.voice.claimHere(Number(query.get('call_id')), query.get('token') ?? '');
+      if (here) {
+        res.upgrade<SocketData>(socketData(format.codec(), here), key, protocol, extensions, context);
+        return;
+      }
+      let aborted = false;
+      res.onAborted(() => (aborted = true));
+      deps.voice.claim(Number(query.get('call_id')), query.get('token') ?? '').then(
+        (session) => {
+          if (aborted) {
+            // The browser left while its call was claimed.
+            session?.send({ type: 'CONNECTION_LOST' });
+            return;
+          }
+          res.cork(() => {
+            if (!session) {
+              res.writeStatus('401 Unauthorized').writeHeader('Content-Type', 'application/json').end(JSON.stringify({ message: 'The call token is invalid, used or expired.' }));
+              return;
+            }
+            res.upgrade<SocketData>(socketData(format.codec(), session), key, protocol, extensions, context);
+          });
+        },
+        (error: unknown) => {
+          deps.logger.error({ err: error, carrier: format.name }, 'the media stream could not claim its call');
+          if (aborted) return;
+          res.cork(() => res.writeStatus('503 Service Unavailable').writeHeader('Content-Type', 'application/json').writeHeader('Retry-After', '1').end(JSON.stringify({ message: 'The call could not be joined right now. Please try again.' })));
+        },
       );
     },
     open(ws) {
@@ -128,7 +235,7 @@ export function mediaSocket(app: uWS.TemplatedApp, format: MediaFormat, deps: Me
         return;
       }
       data.startTimer = setTimeout(() => {
-        if (data.session || data.closed) return;
+        if (data.session || data.queued || data.closed) return;
         data.closed = true;
         ws.end(1008, 'no stream start');
       }, deps.startTimeoutMs ?? START_TIMEOUT_MS);
@@ -138,36 +245,7 @@ export function mediaSocket(app: uWS.TemplatedApp, format: MediaFormat, deps: Me
       const data = ws.getUserData();
       if (data.closed) return;
       const event = data.codec.decode(raw, isBinary);
-      if (!event) return;
-      switch (event.type) {
-        case 'audio':
-          data.assembler?.push(event.samples);
-          return;
-        case 'start': {
-          if (data.session || format.claim !== 'start') return;
-          const session = deps.voice.claim(event.callId, event.token);
-          if (!session) {
-            deps.logger.warn({ callId: event.callId, carrier: format.name }, 'media stream refused: unknown, used or expired stream token');
-            data.closed = true;
-            ws.end(1008, 'invalid stream token');
-            return;
-          }
-          join(ws, data, session);
-          return;
-        }
-        case 'mark':
-          data.session?.mark(event.name);
-          return;
-        case 'dtmf':
-          data.session?.dtmf(event.digit);
-          return;
-        case 'stop':
-          data.stopped = true;
-          data.session?.send({ type: 'CALLER_HUNG_UP' });
-          return;
-        case 'reply':
-          ws.send(event.message);
-      }
+      if (event) handle(ws, data, event);
     },
     close(ws, code) {
       const data = ws.getUserData();

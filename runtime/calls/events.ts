@@ -46,14 +46,18 @@ export const MAX_EVENTS_PER_CALL = 5_000;
 export class CallEventLog {
   /** Events not yet known to be written, oldest first. */
   private pending: CallEventRecord[] = [];
-  private next = 0;
   private dropped = false;
 
-  /** @param startedAt the call's start by the calls' clock: offsets count from it. */
+  /**
+   * @param startedAt the call's start by the calls' clock: offsets count from it.
+   * @param next the seq of its first event here (the ones before are written: the call's `start`,
+   *   or what the process holding it before wrote).
+   */
   constructor(
     readonly callId: number,
     readonly startedAt: number,
     private readonly logger: Logger,
+    private next = 0,
   ) {}
 
   /** Records an event at `at` (by the calls' clock). */

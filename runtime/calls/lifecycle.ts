@@ -1,4 +1,5 @@
-import type { AssistantRow } from '../assistants/repository.js';
+import { randomUUID } from 'node:crypto';
+import { findAssistant, type AssistantRow } from '../assistants/repository.js';
 import { within } from '../bounded.js';
 import { sleep } from '../clock.js';
 import { PlatformError } from '../errors.js';
@@ -10,18 +11,20 @@ import type { CallEnd, CallMode, CallSpec, SessionHooks } from '../voice/spec.js
 import type { Carriers } from './carriers/index.js';
 import { rateOf } from './charges.js';
 import { createCallCommands, type CallCommands } from './commands.js';
+import { carrierCallIdOf, handedOver, type ClaimedCall } from './holding.js';
+import type { CarrierStatus, AnsweredBy } from './carriers/types.js';
 import { finishRecording, writeEnd } from './ending.js';
 import { CallEventLog, eventHooks, writeEvents } from './events.js';
 import { CallMeter, type CallCosts } from './metering.js';
 import { createCallPresence, defaultCallPresence, type CallPresence, type CallPresenceTimings } from './presence.js';
 import type { WavRecorder } from './recording.js';
-import { LiveCalls, liveCallEntry, type LiveCall } from './registry.js';
+import { LiveCalls, liveCallEntry, type LiveCall, type StreamToken } from './registry.js';
 import { insertCall, updateCallStatus } from './repository.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
 
 /**
- * A live call from its start to its saved end: the row and the session created together, every
- * status change saved in order, the end saved with its charge and webhook in one transaction (and
+ * A live call from its start to its saved end: the row and the session created together (or the
+ * session made from the row, on the process its media stream joined), every status change saved in order, the end saved with its charge and webhook in one transaction (and
  * tried again while the database is away), heartbeats and the orphan sweep, and a stop that
  * drains, ends what is left and waits for every end to be saved.
  */
@@ -66,6 +69,8 @@ export interface VoiceDeps extends CallSpecDeps {
    * (a hang-up asked of another process). Without it they are taken at each heartbeat only.
    */
   readonly databaseUrl?: string;
+  /** A carrier's status callback, asked of this process by another (the call is held here). */
+  carrierStatus?(carrier: string, callId: number, carrierCallId: string, status: CarrierStatus | undefined, answeredBy?: AnsweredBy): void;
 }
 
 /** A call being started: where it comes from, and the carrier its number records (none for a web call). */
@@ -93,6 +98,8 @@ const shuttingDown = () => new PlatformError('shutting_down', { headers: { 'Retr
 
 export class CallLifecycle {
   readonly calls: LiveCalls;
+  /** This process, as `calls.holder` names the process holding a call. */
+  readonly holder = randomUUID();
   private readonly meter: CallMeter;
   private readonly presence: CallPresence;
   /** Resolve once a call has ended and its end is saved; kept from its start until then. */
@@ -132,6 +139,7 @@ export class CallLifecycle {
       timings: deps.presence ?? defaultCallPresence,
       recordingsDir: deps.recordingsDir,
       recordingUrl: deps.recordingUrl,
+      holder: this.holder,
       held: () => this.calls.beats(this.saving),
       written: (beats) => this.calls.beatsWritten(beats),
       settled: () => deps.wakeWebhooks(),
@@ -143,11 +151,15 @@ export class CallLifecycle {
       pool: deps.pool,
       databaseUrl: deps.databaseUrl,
       logger: deps.logger,
+      holder: this.holder,
       held: () => [...this.calls.ids()],
-      hangUp: (id) => {
+      carryOut: (id, command) => {
         const call = this.calls.get(id);
-        if (call) this.hangUp(call);
+        if (!call) return;
+        if (command.command === 'hangup') this.hangUp(call);
+        else deps.carrierStatus?.(command.carrier, id, command.carrierCallId, command.status as CarrierStatus | undefined, command.answeredBy as AnsweredBy | undefined);
       },
+      released: (ids) => this.release(ids),
     });
   }
 
@@ -193,8 +205,11 @@ export class CallLifecycle {
 
   /** Tells the carrier to end the call (in `state`), unless the carrier ended it itself. */
   private async hangUpAtCarrier(call: LiveCall, state: 'ringing' | 'connected'): Promise<void> {
-    if (call.carrierCallId === null || call.carrierEnded || !call.carrier) return;
+    if (call.carrierEnded || !call.carrier) return;
     const callId = call.session.spec.callId;
+    // Placed by another process, whose carrier gave the call's id after its stream joined here.
+    call.carrierCallId ??= await carrierCallIdOf(this.deps.pool, callId).catch(() => null);
+    if (call.carrierCallId === null) return;
     await call.carrier.hangUp(call.carrierCallId, state).catch((error: unknown) =>
       this.deps.logger.debug({ err: error, callId }, 'the carrier did not take the hang-up (the call may have ended there first)'),
     );
@@ -295,7 +310,8 @@ export class CallLifecycle {
   private async register(assistant: AssistantRow, call: NewLiveCall, requestId: string | undefined): Promise<{ id: number; token: string; entry: LiveCall }> {
     const { pool, clock } = this.deps;
     const opening = await this.meter.opening(assistant.user_id);
-    const rate = await rateOf(pool, assistant.user_id, assistant.mode, call.type, call.assistantNumber);
+    const token = this.calls.issueToken();
+    const startedAt = clock.now();
     const id = await insertCall(pool, {
       userId: assistant.user_id,
       assistantId: assistant.id,
@@ -307,13 +323,82 @@ export class CallLifecycle {
       clientPhoneNumber: call.clientNumber,
       variables: call.variables,
       carrierCallId: call.carrierCallId,
+      carrierName: call.carrierName,
+      holder: this.holder,
+      streamTokenHash: token.hash,
+      streamExpiresAt: isoTimestamp(token.expires),
+      startedAt: isoTimestamp(startedAt),
     });
-    const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
-    const token = this.calls.issueToken();
-    let entry: LiveCall | undefined;
     const logger = this.deps.logger.child({ callId: id, userId: assistant.user_id, reqId: requestId });
-    const events = new CallEventLog(id, clock.now(), logger);
-    events.record('start', clock.now(), { type: call.type, mode: spec.mode });
+    const entry = await this.open(assistant, { id, ...call, startedAt, firstSeq: 1, token }, logger);
+    this.meter.admitted(opening);
+    this.live(entry);
+    if (this.ending) {
+      // Begun before the stop, arrived after it ended the live calls: ended (failed, never answered) and refused.
+      entry.session.end('ended');
+      throw shuttingDown();
+    }
+    if (call.status === 'ringing') entry.session.send({ type: 'RINGING' });
+    return { id, token: token.token, entry };
+  }
+
+  /**
+   * Runs here a call whose media stream joined this process, created (and held until now) by
+   * another: its session is made from the call's row, in the status the row has. Undefined when it
+   * cannot run (its assistant deleted meanwhile, a stop begun, no balance left): the stream is
+   * refused, and the call, held by no process, is ended by the orphan sweep.
+   */
+  async adopt(claimed: ClaimedCall, requestId: string | undefined): Promise<LiveCall | undefined> {
+    const { pool, logger: parent } = this.deps;
+    const logger = parent.child({ callId: claimed.id, userId: claimed.user_id, reqId: requestId });
+    if (this.drainingCalls) return undefined;
+    const assistant = claimed.assistant_id === null ? null : await findAssistant(pool, claimed.user_id, claimed.assistant_id);
+    if (!assistant) {
+      logger.warn('a media stream joined a call whose assistant is gone; the call is left to the sweep');
+      return undefined;
+    }
+    this.starting++;
+    try {
+      const opening = await this.meter.opening(claimed.user_id);
+      const entry = await this.open(assistant, {
+        id: claimed.id,
+        type: claimed.type,
+        assistantNumber: claimed.assistant_phone_number,
+        clientNumber: claimed.client_phone_number,
+        variables: claimed.variables,
+        carrierCallId: claimed.carrier_call_id,
+        carrierName: claimed.carrier_name,
+        // Offsets in its events count from the call's start, as the process that created it wrote it.
+        startedAt: claimed.started_ms,
+        firstSeq: claimed.last_seq + 1,
+        token: undefined,
+      }, logger);
+      this.meter.admitted(opening);
+      this.live(entry);
+      if (this.drainingCalls) {
+        entry.session.end('ended');
+        return undefined;
+      }
+      if (claimed.status === 'ringing') entry.session.send({ type: 'RINGING' });
+      logger.info({ from: claimed.previous }, 'took over a call whose media stream joined here');
+      return entry;
+    } catch (error) {
+      logger.warn({ err: error }, 'a call whose media stream joined here could not be taken over; the call is left to the sweep');
+      return undefined;
+    } finally {
+      this.starting--;
+      this.checkQuiet();
+    }
+  }
+
+  /** The session and registry entry of a call whose row exists. */
+  private async open(assistant: AssistantRow, call: Omit<NewLiveCall, 'status'> & { id: number; startedAt: number; firstSeq: number; token: StreamToken | undefined }, logger: Logger): Promise<LiveCall> {
+    const { pool, clock } = this.deps;
+    const id = call.id;
+    const rate = await rateOf(pool, assistant.user_id, assistant.mode, call.type, call.assistantNumber);
+    const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
+    let entry: LiveCall | undefined;
+    const events = new CallEventLog(id, call.startedAt, logger, call.firstSeq);
     const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry, events));
     entry = liveCallEntry({
       session,
@@ -322,25 +407,36 @@ export class CallLifecycle {
       record: assistant.record,
       evaluate: assistant.post_call_evaluation && assistant.post_call_schema.length > 0,
       mode: spec.mode,
-      tokenHash: token.hash,
-      tokenExpires: token.expires,
+      tokenHash: call.token?.hash ?? Buffer.alloc(0),
+      tokenExpires: call.token?.expires ?? 0,
       carrierCallId: call.carrierCallId,
       carrierName: call.carrierName,
       carrier: call.carrierName === null ? undefined : this.deps.carriers.of(call.carrierName),
       lastMediaAt: clock.now(),
       events,
     });
-    this.endedWaiters.set(id, entry.ended);
-    this.meter.admitted(opening);
+    return entry;
+  }
+
+  /** The entry is live here: in the registry, waited for, vouched for. */
+  private live(entry: LiveCall): void {
+    this.endedWaiters.set(entry.session.spec.callId, entry.ended);
     this.calls.add(entry);
     this.presence.arm();
-    if (this.ending) {
-      // Begun before the stop, arrived after it ended the live calls: ended (failed, never answered) and refused.
-      session.end('ended');
-      throw shuttingDown();
+  }
+
+  /**
+   * Calls another process holds now (their media stream joined there): they leave this process
+   * without an end; their sessions stop (nothing is saved, and the carrier is not told).
+   */
+  private release(ids: readonly number[]): void {
+    for (const id of ids) {
+      const call = this.calls.get(id);
+      if (!call || call.released) continue;
+      call.released = true;
+      this.deps.logger.info({ callId: id }, 'a call whose media stream joined another process is held there now');
+      call.session.end('ended');
     }
-    if (call.status === 'ringing') session.send({ type: 'RINGING' });
-    return { id, token: token.token, entry };
   }
 
   /** What a call's session reports, wired to its entry (`entry()`: undefined until it is made). */
@@ -354,7 +450,8 @@ export class CallLifecycle {
         const call = entry();
         if (status === 'initiated' || !call) return;
         if (status === 'in-progress') call.lastMediaAt = clock.now();
-        this.persist(call, () => updateCallStatus(pool, id, status as CallStatus, isoTimestamp(at)));
+        if (call.released) return;
+        this.persist(call, () => updateCallStatus(pool, id, this.holder, status as CallStatus, isoTimestamp(at)));
       },
       ended: (end) => this.finish(entry()!, end),
       transfer: async (number) => {
@@ -395,15 +492,22 @@ export class CallLifecycle {
     const id = call.session.spec.callId;
     this.calls.remove(call);
     const costs = this.meter.ended(call, end);
+    if (call.released) {
+      this.settled(call);
+      return;
+    }
     call.events.record('end', end.endedAt, { status: end.status, duration: end.durationSeconds, reason: call.endReason });
-    // The platform gave up first (ringing_time, never connected): the phone must stop ringing.
-    if (end.answeredAt === null) void this.hangUpUnanswered(call);
     // Its owner hung it up: the carrier ends it too (closing its media stream alone may not).
-    else if (call.endReason === 'hangup') void this.hangUpAtCarrier(call, 'connected');
+    if (end.answeredAt !== null && call.endReason === 'hangup') void this.hangUpAtCarrier(call, 'connected');
     const evaluate = call.evaluate && end.answeredAt !== null && end.transcript !== '';
     const recorder = call.recorder;
     call.recorder = undefined;
-    this.persist(call, () => this.saveEnd(call, end, { costs, recorder, evaluate }));
+    this.persist(call, async () => {
+      const wrote = await this.saveEnd(call, end, { costs, recorder, evaluate });
+      // The platform gave up first (ringing_time, never connected): the phone must stop ringing,
+      // unless its stream joined another process meanwhile (which then holds the call, and its end).
+      if (end.answeredAt === null && wrote) await this.hangUpUnanswered(call);
+    });
     const saved = call.persisting;
     this.unsaved.add(saved);
     void saved.then(() => {
@@ -416,22 +520,26 @@ export class CallLifecycle {
    * Writes an ended call: its recording finished, its row, charge and webhook in one transaction
    * (tried until the database takes it), then its evaluation and transcript index.
    */
-  private async saveEnd(call: LiveCall, end: CallEnd, { costs, recorder, evaluate }: { costs: CallCosts; recorder: WavRecorder | undefined; evaluate: boolean }): Promise<void> {
+  private async saveEnd(call: LiveCall, end: CallEnd, { costs, recorder, evaluate }: { costs: CallCosts; recorder: WavRecorder | undefined; evaluate: boolean }): Promise<boolean> {
     const { logger } = this.deps;
     const id = call.session.spec.callId;
     const recordingPath = await finishRecording(this.deps, id, recorder);
     let charged = 0;
+    let wrote = false;
     try {
-      const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { costs, recordingPath, evaluate }));
+      const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { holder: this.holder, costs, recordingPath, evaluate }));
       charged = saved.charged;
+      wrote = saved.wrote;
       call.events.written(saved.events);
     } finally {
       this.meter.committed(call, costs.total, charged);
     }
+    if (!wrote) return false;
     if (evaluate) this.deps.evaluate(id);
     await this.deps.indexCall(id).catch((error: unknown) => logger.error({ err: error, callId: id }, 'the transcript could not be indexed'));
     this.deps.wakeWebhooks();
     if (end.failure) logger.warn({ callId: id, reason: end.failure }, 'call failed');
+    return true;
   }
 
   /**
@@ -481,9 +589,16 @@ export class CallLifecycle {
     await this.commands.takeAll();
   }
 
-  /** Calls another process's sweep ended while this one could not vouch for them. */
-  private lost(ids: readonly number[]): void {
+  /**
+   * Calls this process could not vouch for, or whose stream joined here but could not be recorded
+   * so: another process holds them now (their stream joined there), or another process's sweep
+   * ended them while this one could not vouch for them.
+   */
+  async lost(ids: readonly number[]): Promise<void> {
+    const moved = new Set(await handedOver(this.deps.pool, this.holder, ids));
+    this.release([...moved]);
     for (const id of ids) {
+      if (moved.has(id)) continue;
       const call = this.calls.get(id);
       if (!call) continue;
       // Charged and notified already, up to when it was last heard: going on would be talk nobody pays for.

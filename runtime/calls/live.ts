@@ -9,8 +9,10 @@ import type { CallSession } from '../voice/session.js';
 import type { CallMode, CallTransport } from '../voice/spec.js';
 import { CarrierError, type AnsweredBy, type CarrierStatus, type InboundAnswer } from './carriers/types.js';
 import { CallLifecycle, SHUTDOWN_GOODBYE_MS, type VoiceDeps } from './lifecycle.js';
-import { callEnded, findCall, requestHangUp, setCarrierCallId } from './repository.js';
-import type { LiveCall, LiveCalls } from './registry.js';
+import { claimStream, holderOf, notifyHolder, renewStreamToken } from './holding.js';
+import { callEnded, findCall, requestCallCommand, setCarrierCallId } from './repository.js';
+import { tokenDigest, type LiveCall, type LiveCalls } from './registry.js';
+import { isoTimestamp } from '../time.js';
 
 export { MEDIA_TIMEOUT_MS } from './registry.js';
 export { SHUTDOWN_GOODBYE_MS, type VoiceDeps, type VoiceMetrics } from './lifecycle.js';
@@ -20,6 +22,10 @@ export { SHUTDOWN_GOODBYE_MS, type VoiceDeps, type VoiceMetrics } from './lifecy
  * callbacks, outbound and web calls, the media socket's joining, and the stop. It decides what
  * each request means for a call; the calls themselves are kept by the registry (`registry.ts`),
  * started, ended and saved by the lifecycle (`lifecycle.ts`) and metered by `metering.ts`.
+ *
+ * Any process may take any request: a call is held by the process that created it until its
+ * media stream joins, and then by the process that accepted the stream (`holding.ts`); a status
+ * callback or hang-up for a call held elsewhere reaches its holder through PostgreSQL (`commands.ts`).
  */
 
 /** What a caller hears when the server is stopping as their call comes in. */
@@ -42,7 +48,7 @@ export class VoiceService {
   private readonly calls: LiveCalls;
 
   constructor(private readonly deps: VoiceDeps) {
-    this.lifecycle = new CallLifecycle(deps);
+    this.lifecycle = new CallLifecycle({ ...deps, carrierStatus: (...args) => this.localStatus(...args) });
     this.calls = this.lifecycle.calls;
   }
 
@@ -53,22 +59,19 @@ export class VoiceService {
    */
   async inbound(carrier: string, params: { to: string; from: string; carrierCallId: string; requestId?: string }): Promise<InboundAnswer> {
     const { pool } = this.deps;
-    const repeated = this.repeatedWebhook(carrier, params.carrierCallId);
-    if (repeated) return repeated;
     if (this.lifecycle.draining) return STOPPING;
     const owner = await inboundAssistantOf(pool, params.to, carrier);
     const assistant = owner && (await findAssistant(pool, owner.user_id, owner.id));
     if (!assistant) return NOT_CONNECTED;
     try {
       const { id, token, entry } = await this.lifecycle.start(assistant, { type: 'inbound', status: 'ringing', assistantNumber: params.to, clientNumber: params.from || null, variables: {}, carrierCallId: params.carrierCallId || null, carrierName: carrier }, params.requestId);
-      entry.answer = { kind: 'stream', streamUrl: `${this.wsBase()}${entry.carrier!.format.path}`, callId: id, token };
       entry.session.warmUp();
-      return entry.answer;
+      return this.streamAnswer(carrier, id, token);
     } catch (error) {
       if (error instanceof PlatformError && error.code === 'shutting_down') return STOPPING;
       if (error instanceof PlatformError && error.code === 'insufficient_balance') return NO_BALANCE;
-      // The same call's webhook twice at once: the other request holds the call.
-      if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'calls_carrier_call_key') return this.repeatedWebhook(carrier, params.carrierCallId) ?? HANG_UP;
+      // The carrier repeats the webhook of a call it was answered for (here or on another process).
+      if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'calls_carrier_call_key') return (await this.repeatedWebhook(carrier, params.carrierCallId)) ?? HANG_UP;
       throw error;
     }
   }
@@ -78,11 +81,22 @@ export class VoiceService {
    * come from the call's carrier and name the carrier's call once that is known (a web call has
    * none): an unsigned callback with a guessed call id must not end someone's call. The answer
    * itself is the media stream's joining; `answered` only carries an answering-machine verdict.
+   * A call held by another process is told through PostgreSQL (resolves once it is asked).
    */
-  carrierStatus(carrier: string, callId: number, carrierCallId: string, status: CarrierStatus | undefined, answeredBy?: AnsweredBy): void {
+  async carrierStatus(carrier: string, callId: number, carrierCallId: string, status: CarrierStatus | undefined, answeredBy?: AnsweredBy): Promise<void> {
+    const entry = this.calls.get(callId);
+    if (entry && !entry.released) return this.localStatus(carrier, callId, carrierCallId, status, answeredBy);
+    if (!status && !answeredBy) return;
+    await requestCallCommand(this.deps.pool, callId, { command: 'status', carrier, carrierCallId, ...(status ? { status } : {}), ...(answeredBy ? { answeredBy } : {}) });
+  }
+
+  /** A carrier's status for a call held here; see {@link carrierStatus}. */
+  private localStatus(carrier: string, callId: number, carrierCallId: string, status: CarrierStatus | undefined, answeredBy?: AnsweredBy): void {
     const entry = this.calls.get(callId);
     if (!entry || entry.carrierName !== carrier) return;
     if (entry.carrierCallId !== null && carrierCallId !== entry.carrierCallId) return;
+    // Placed by another process, whose carrier gave the call's id after its stream joined here.
+    if (entry.carrierCallId === null && carrierCallId && entry.session.spec.type === 'outbound') entry.carrierCallId = carrierCallId;
     const session = entry.session;
     if (answeredBy) session.answeredBy(answeredBy);
     const failure = status && CARRIER_FAILURES[status];
@@ -127,9 +141,37 @@ export class VoiceService {
     return { call_id: id, websocket_url: `${this.wsBase()}/ws/web-call?call_id=${id}&token=${encodeURIComponent(token)}`, token };
   }
 
-  /** The media socket joins its call; one use per token, within the connect timeout. */
-  claim(callId: number, token: string): CallSession | undefined {
-    return this.calls.claim(callId, token);
+  /**
+   * The media socket brings the token this process gave out for one of its own calls: it joins at
+   * once, and the token's use is recorded in PostgreSQL meanwhile. Should another process have
+   * used a token of the call first (a stream joined twice), the call leaves this process.
+   * Undefined when the call is not one this process gave a token for: {@link claim} then.
+   */
+  claimHere(callId: number, token: string): CallSession | undefined {
+    const { pool, clock, logger } = this.deps;
+    const call = this.calls.claimHere(callId, token);
+    if (!call) return undefined;
+    claimStream(pool, callId, tokenDigest(token), isoTimestamp(clock.now()), this.lifecycle.holder)
+      .then((claimed) => (claimed ? undefined : this.lifecycle.lost([callId])))
+      .catch((error: unknown) => logger.warn({ err: error, callId }, "the stream's joining could not be recorded; the call goes on here"));
+    return call.session;
+  }
+
+  /**
+   * The media socket joins its call, on whichever process accepted it; one use per token, within
+   * the connect timeout. The call is held here from now on: a call another process created (or
+   * held) is taken over, and that process is told to let it go.
+   */
+  async claim(callId: number, token: string, requestId?: string): Promise<CallSession | undefined> {
+    const { pool, clock } = this.deps;
+    if (!Number.isSafeInteger(callId) || callId <= 0 || !token) return undefined;
+    const holder = this.lifecycle.holder;
+    const claimed = await claimStream(pool, callId, tokenDigest(token), isoTimestamp(clock.now()), holder);
+    if (!claimed) return undefined;
+    if (claimed.previous === holder) return this.calls.get(callId)?.session;
+    // Told at once (and, should the notification be lost, at its next heartbeat).
+    if (claimed.previous !== null) await notifyHolder(pool, callId).catch((error: unknown) => this.deps.logger.warn({ err: error, callId }, 'the process that held a call could not be told it is held here now'));
+    return (await this.lifecycle.adopt(claimed, requestId))?.session;
   }
 
   /** Connects a claimed session to its media; returns where the socket hands the caller's frames. */
@@ -154,7 +196,8 @@ export class VoiceService {
     const row = await findCall(pool, userId, callId);
     if (!row) throw new PlatformError('call_not_found');
     if (!LIVE.has(row.status) || (this.lifecycle.holds(callId) && !this.calls.has(callId))) throw alreadyEnded();
-    const local = this.calls.get(callId);
+    const held = this.calls.get(callId);
+    const local = held && !held.released && (await holderOf(pool, callId)) === this.lifecycle.holder ? held : undefined;
     if (local) {
       this.lifecycle.hangUp(local);
       // Its end is saved at once unless the database is away (then it is tried again meanwhile).
@@ -162,7 +205,7 @@ export class VoiceService {
       await within(this.lifecycle.whenEnded(callId).then(() => (saved = true)), HANG_UP_WAIT_MS);
       return { ended: saved };
     }
-    await requestHangUp(pool, callId);
+    if (!(await requestCallCommand(pool, callId, { command: 'hangup' }))) throw alreadyEnded();
     return { ended: await this.untilEnded(callId, HANG_UP_WAIT_MS) };
   }
 
@@ -221,15 +264,22 @@ export class VoiceService {
     return this.deps.publicUrl().replace(/^http/, 'ws');
   }
 
+  /** The answer that streams call `id` to this platform, with its stream's token. */
+  private streamAnswer(carrier: string, id: number, token: string): InboundAnswer {
+    return { kind: 'stream', streamUrl: `${this.wsBase()}${this.deps.carriers.of(carrier).format.path}`, callId: id, token };
+  }
+
   /**
-   * The answer to a voice webhook for a call that already has one (carriers may send it again): the
-   * same answer while its stream is still to connect, else a hang-up for this request alone.
+   * The answer to a voice webhook for a call that already has one (carriers may send it again, to
+   * any process): while its stream is still to connect, the stream again with a new token (the
+   * answer the carrier follows is the last); else a hang-up for this request alone.
    */
-  private repeatedWebhook(carrierName: string, carrierCallId: string): InboundAnswer | undefined {
+  private async repeatedWebhook(carrierName: string, carrierCallId: string): Promise<InboundAnswer | undefined> {
     if (!carrierCallId) return undefined;
-    const call = this.calls.byCarrierCall(carrierName, carrierCallId);
+    const token = this.calls.issueToken();
+    const call = await renewStreamToken(this.deps.pool, carrierName, carrierCallId, token.hash);
     if (!call) return undefined;
-    return call.answer && !call.tokenUsed ? call.answer : HANG_UP;
+    return call.kind === 'stream' ? this.streamAnswer(carrierName, call.id, token.token) : HANG_UP;
   }
 
   /** The carrier placed an outbound call (or could not): the call learns the carrier's id, or fails. */

@@ -36,6 +36,8 @@ export interface CallPresenceDeps {
   readonly recordingsDir: string;
   /** The signed URL of a call's recording (for the webhook payload). */
   recordingUrl(callId: number): string;
+  /** This process, as `calls.holder` names it. */
+  readonly holder: string;
   /** This process's calls (live, or with their end still being saved), and when each was last heard. */
   held(): CallHeartbeat[];
   /** The beats were written: the transcripts they carried are now the ones a sweep would keep. */
@@ -43,10 +45,11 @@ export interface CallPresenceDeps {
   /** Calls were settled: their webhooks are queued. */
   settled(ids: readonly number[]): void;
   /**
-   * Calls this process holds that have ended in the database: another process's sweep took them
-   * while this one could not vouch for them (a database outage longer than the orphan age).
+   * Calls this process holds that it could not vouch for: another process's sweep ended them
+   * while this one could not vouch for them (a database outage longer than the orphan age), or
+   * another process took them over (their media stream joined there).
    */
-  lost(ids: readonly number[]): void;
+  lost(ids: readonly number[]): Promise<void>;
   /** Runs after each beat is written (before the next may start): the calls' events and the requests waiting for them. */
   afterBeat?(): Promise<void>;
 }
@@ -120,13 +123,13 @@ export function createCallPresence(deps: CallPresenceDeps) {
     if (held.length === 0 || stopped) return undefined;
     arm();
     if (beating) return undefined;
-    const written: Promise<void> = touchCalls(pool, held)
+    const written: Promise<void> = touchCalls(pool, deps.holder, held)
       .then((vouched) => {
         deps.written(held);
-        if (vouched.length === held.length) return;
+        if (vouched.length === held.length) return undefined;
         const found = new Set(vouched);
         const lost = held.filter((beat) => !found.has(beat.id)).map((beat) => beat.id);
-        if (lost.length > 0) deps.lost(lost);
+        return lost.length > 0 ? deps.lost(lost) : undefined;
       })
       .catch((error: unknown) => logger.warn({ err: error }, 'live calls could not be vouched for'))
       .then(() => deps.afterBeat?.())

@@ -7,21 +7,20 @@ import { FRAME_MS } from '../voice/audio.js';
 import { CONNECT_TIMEOUT_MS } from '../voice/machine.js';
 import type { CallSession } from '../voice/session.js';
 import type { CallMode, CallTransport } from '../voice/spec.js';
-import type { Carrier, InboundAnswer } from './carriers/types.js';
+import type { Carrier } from './carriers/types.js';
 import type { CallEventLog } from './events.js';
 import type { CallHeartbeat } from './repository.js';
 import { isoTimestamp } from '../time.js';
 import { WavRecorder } from './recording.js';
 
 /**
- * The live calls of this process, by call id: the one-time stream tokens that let a media socket
- * join its call, the ticker that paces every joined call's outgoing audio, the watchdog that ends
+ * The live calls of this process, by call id: the ticker that paces every joined call's outgoing audio, the watchdog that ends
  * calls whose media stopped, and the token bucket that keeps a caller's audio to real time.
  * Starting and ending calls is the lifecycle's (`lifecycle.ts`); this only holds them.
  */
 
 /** A media stream must join its call within this, the time a call may stay unconnected. */
-const TOKEN_TTL_MS = CONNECT_TIMEOUT_MS;
+export const TOKEN_TTL_MS = CONNECT_TIMEOUT_MS;
 /** A media stream silent this long (no frames at all) is a dropped connection. */
 export const MEDIA_TIMEOUT_MS = 5_000;
 /** The call ticker: every live call's due audio frames go out on it. */
@@ -44,6 +43,10 @@ export interface LiveCall {
   readonly evaluate: boolean;
   recorder: WavRecorder | undefined;
   readonly mode: CallMode;
+  /**
+   * The hash of the stream token this process gave out for the call (empty for a call taken over
+   * from another process), and when it expires: a stream that brings it here joins at once.
+   */
   readonly tokenHash: Buffer;
   readonly tokenExpires: number;
   tokenUsed: boolean;
@@ -54,8 +57,11 @@ export interface LiveCall {
   readonly carrier: Carrier | undefined;
   /** The carrier reported the call over (busy, no answer, failed, canceled, completed): nothing to hang up there. */
   carrierEnded: boolean;
-  /** What an inbound call's webhook was answered with, given again if the carrier repeats it. */
-  answer: InboundAnswer | undefined;
+  /**
+   * Another process accepted its media stream and holds it now: it leaves this process without an
+   * end (its end, charge and webhook are the new holder's).
+   */
+  released: boolean;
   lastMediaAt: number;
   /** When the call's audio last went either way (caller frames in, agent frames out), by the clock. */
   heardAt: number | null;
@@ -87,7 +93,7 @@ export function liveCallEntry(fields: NewLiveCallEntry): LiveCall {
     recorder: undefined,
     tokenUsed: false,
     carrierEnded: false,
-    answer: undefined,
+    released: false,
     heardAt: null,
     beatTranscript: '',
     attached: false,
@@ -105,7 +111,8 @@ export interface StreamToken {
   readonly expires: number;
 }
 
-const digest = (token: string) => createHash('sha256').update(token).digest();
+/** What a stream token is kept as: only its hash is stored. */
+export const tokenDigest = (token: string) => createHash('sha256').update(token).digest();
 
 export interface LiveCallsDeps {
   readonly clock: Clock;
@@ -197,25 +204,22 @@ export class LiveCalls {
     return n;
   }
 
-  /** The live call a carrier knows by `carrierCallId`, if any. */
-  byCarrierCall(carrierName: string, carrierCallId: string): LiveCall | undefined {
-    for (const call of this.calls.values()) if (call.carrierName === carrierName && call.carrierCallId === carrierCallId) return call;
-    return undefined;
-  }
-
   /** A fresh stream token, valid for the time a call may stay unconnected. */
   issueToken(): StreamToken {
     const token = randomBytes(24).toString('base64url');
-    return { token, hash: digest(token), expires: this.deps.clock.now() + TOKEN_TTL_MS };
+    return { token, hash: tokenDigest(token), expires: this.deps.clock.now() + TOKEN_TTL_MS };
   }
 
-  /** The media socket joins its call; one use per token, within the connect timeout. */
-  claim(callId: number, token: string): CallSession | undefined {
+  /**
+   * A media stream brings the token this process gave out for one of its calls: it joins at once
+   * (one use, within the connect timeout). The claim is then recorded in PostgreSQL by the caller.
+   */
+  claimHere(callId: number, token: string): LiveCall | undefined {
     const call = this.calls.get(callId);
-    if (!call || call.tokenUsed || this.deps.clock.now() > call.tokenExpires) return undefined;
-    if (!timingSafeEqual(digest(token), call.tokenHash)) return undefined;
+    if (!call || call.released || call.tokenUsed || call.tokenHash.length === 0 || this.deps.clock.now() > call.tokenExpires) return undefined;
+    if (!timingSafeEqual(tokenDigest(token), call.tokenHash)) return undefined;
     call.tokenUsed = true;
-    return call.session;
+    return call;
   }
 
   /**

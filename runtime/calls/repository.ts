@@ -84,22 +84,45 @@ export interface NewCall {
   readonly clientPhoneNumber: string | null;
   readonly variables: Record<string, unknown>;
   readonly carrierCallId: string | null;
+  /** The carrier its number records (null for a web call). */
+  readonly carrierName: string | null;
+  /** The process creating it, which holds it until its media stream joins. */
+  readonly holder: string;
+  /** The SHA-256 of its media stream's one-time token, and when the token expires (ISO). */
+  readonly streamTokenHash: Buffer;
+  readonly streamExpiresAt: string;
+  /** Its start by the calls' clock (ISO): the `start` event's time. */
+  readonly startedAt: string;
 }
 
+/**
+ * Creates a call and its first event (`start`, seq 0, in the same statement): the process that
+ * takes its media stream over may be another one, and the call's story begins here either way.
+ */
 export async function insertCall(db: CommonQueryMethods, call: NewCall): Promise<number> {
   return db.oneFirst(sql.type(z.object({ id: z.number() }))`
-    INSERT INTO calls (user_id, assistant_id, assistant_name, type, mode, status, assistant_phone_number, client_phone_number, variables, carrier_call_id)
-    VALUES (${call.userId}, ${call.assistantId}, ${call.assistantName}, ${call.type}, ${call.mode}, ${call.status}, ${call.assistantPhoneNumber},
-      ${call.clientPhoneNumber}, ${sql.jsonb(call.variables as never)}, ${call.carrierCallId})
-    RETURNING id`);
+    WITH created AS (
+      INSERT INTO calls (user_id, assistant_id, assistant_name, type, mode, status, assistant_phone_number, client_phone_number, variables, carrier_call_id,
+        carrier_name, holder, stream_token_hashes, stream_expires_at)
+      VALUES (${call.userId}, ${call.assistantId}, ${call.assistantName}, ${call.type}, ${call.mode}, ${call.status}, ${call.assistantPhoneNumber},
+        ${call.clientPhoneNumber}, ${sql.jsonb(call.variables as never)}, ${call.carrierCallId}, ${call.carrierName}, ${call.holder},
+        ARRAY[${sql.binary(call.streamTokenHash)}::bytea], ${call.streamExpiresAt}::timestamptz)
+      RETURNING id, created_at)
+    , started AS (
+      INSERT INTO call_events (call_id, seq, type, at, offset_ms, data)
+      SELECT id, 0, 'start', ${call.startedAt}::timestamptz, 0, jsonb_build_object('type', ${call.type}::text, 'mode', ${call.mode}::text) FROM created)
+    SELECT id FROM created`);
 }
 
-/** Moves a call that has not ended to `status`; the answer time is kept on the way into `in-progress`. */
-export async function updateCallStatus(db: CommonQueryMethods, id: number, status: CallStatus, at: string): Promise<void> {
+/**
+ * Moves a call that has not ended to `status`, if `holder` still holds it; the answer time is kept
+ * on the way into `in-progress`.
+ */
+export async function updateCallStatus(db: CommonQueryMethods, id: number, holder: string, status: CallStatus, at: string): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE calls SET status = ${status}, updated_at = now(),
       answered_at = CASE WHEN ${status} = 'in-progress' AND answered_at IS NULL THEN ${at}::timestamptz ELSE answered_at END
-    WHERE id = ${id} AND ended_at IS NULL`);
+    WHERE id = ${id} AND ended_at IS NULL AND holder = ${holder}`);
 }
 
 export async function setCarrierCallId(db: CommonQueryMethods, id: number, carrierCallId: string): Promise<void> {
@@ -122,19 +145,19 @@ export interface CallEnding {
 }
 
 /**
- * Writes the end of a call once (its heartbeat goes with it); false when it had already ended.
- * The heartbeat row is taken first, as a sweep takes it (`closeOrphanedCall`): an end and a sweep
+ * Writes the end of a call once, by its holder (its heartbeat goes with it); false when it had
+ * already ended or another process has taken it over. The heartbeat row is taken first, as a sweep takes it (`closeOrphanedCall`): an end and a sweep
  * of the same call then wait for each other at that row instead of each holding the row the other
  * needs.
  */
-export async function endCall(db: CommonQueryMethods, id: number, end: CallEnding): Promise<boolean> {
+export async function endCall(db: CommonQueryMethods, id: number, holder: string, end: CallEnding): Promise<boolean> {
   await forgetHeartbeat(db, id);
   const result = await db.query(sql.unsafe`
     UPDATE calls SET status = ${end.status}, transcript = ${storableText(end.transcript)}, duration = ${end.duration}, answered_by = ${end.answeredBy},
       carrier_cost = ${end.carrierCost.toFixed(6)}, total_cost = ${end.totalCost.toFixed(6)}, recording_path = ${end.recordingPath},
       evaluation_status = ${end.evaluationPending ? 'pending' : null},
       answered_at = COALESCE(answered_at, ${end.answeredAt}::timestamptz), ended_at = ${end.endedAt}::timestamptz, updated_at = now()
-    WHERE id = ${id} AND ended_at IS NULL`);
+    WHERE id = ${id} AND ended_at IS NULL AND holder = ${holder}`);
   return result.rowCount > 0;
 }
 
@@ -148,22 +171,23 @@ export interface CallHeartbeat {
 }
 
 /**
- * A live process vouches for its calls (`seen_at` moves, so no sweep takes them for orphans) and
- * records when each was last heard, which is what a sweep charges up to if the process stops.
+ * A live process (`holder`) vouches for its calls (`seen_at` moves, so no sweep takes them for
+ * orphans) and records when each was last heard, which is what a sweep charges up to if the
+ * process stops.
  * @returns the calls vouched for: one missing has ended in the database (another process's sweep
- *   took it while this one could not vouch for it).
+ *   took it while this one could not vouch for it), or another process has taken it over.
  * Rows are written in call id order, whatever the order of `beats`: two beats at once (of two
  * processes, or one held up by the ends being saved) then wait for each other, never each holding
  * a row the other needs. (Unsorted, the order would be the plan's: the list's, the open calls' by
  * last change, or the table's on disk, and it changes as calls are answered and end.)
  */
-export async function touchCalls(db: CommonQueryMethods, beats: readonly CallHeartbeat[]): Promise<readonly number[]> {
+export async function touchCalls(db: CommonQueryMethods, holder: string, beats: readonly CallHeartbeat[]): Promise<readonly number[]> {
   if (beats.length === 0) return [];
   return db.anyFirst(sql.type(z.object({ call_id: z.number() }))`
     INSERT INTO call_heartbeats (call_id, seen_at, heard_at, transcript)
     SELECT b.id, now(), b.heard_at, b.transcript
     FROM ${sql.unnest(beats.map((b) => [b.id, b.heardAt, b.transcript === null ? null : storableText(b.transcript)]), ['int8', 'timestamptz', 'text'])} AS b(id, heard_at, transcript)
-    JOIN calls c ON c.id = b.id AND c.ended_at IS NULL
+    JOIN calls c ON c.id = b.id AND c.ended_at IS NULL AND c.holder = ${holder}
     ORDER BY b.id
     ON CONFLICT (call_id) DO UPDATE SET seen_at = excluded.seen_at, heard_at = COALESCE(excluded.heard_at, call_heartbeats.heard_at),
       transcript = COALESCE(excluded.transcript, call_heartbeats.transcript)
@@ -414,19 +438,38 @@ export async function insertOrphanEndEvent(db: CommonQueryMethods, callId: numbe
     ON CONFLICT (call_id, seq) DO NOTHING`);
 }
 
-/** Asks the process holding a live call to hang it up (a row it takes, and a notification to make it prompt). */
-export async function requestHangUp(db: CommonQueryMethods, callId: number): Promise<void> {
-  await db.query(sql.unsafe`
-    INSERT INTO call_commands (call_id, command) VALUES (${callId}, 'hangup')
-    ON CONFLICT (call_id) DO UPDATE SET requested_at = now()
+/** A request to the process holding a live call. */
+export type CallCommand =
+  | { readonly command: 'hangup' }
+  | { readonly command: 'status'; readonly carrier: string; readonly carrierCallId: string; readonly status?: string; readonly answeredBy?: string };
+
+const commandRow = z.object({ id: z.number(), call_id: z.number(), command: z.enum(['hangup', 'status']), data: z.record(z.unknown()) });
+
+/**
+ * Asks the process holding a live call to carry out `command` (a row it takes, and a notification
+ * to make it prompt); false when there is no such call to ask about: ended, or (for a carrier's
+ * status) not of that carrier or known to it by another call id.
+ */
+export async function requestCallCommand(db: CommonQueryMethods, callId: number, command: CallCommand): Promise<boolean> {
+  const { command: name, ...data } = command;
+  const ofCarrier = command.command === 'status'
+    ? sql.fragment`AND carrier_name = ${command.carrier} AND (carrier_call_id IS NULL OR carrier_call_id = ${command.carrierCallId})`
+    : sql.fragment``;
+  const result = await db.query(sql.unsafe`
+    INSERT INTO call_commands (call_id, command, data)
+    SELECT id, ${name}, ${sql.jsonb(data as never)} FROM calls WHERE id = ${callId} AND ended_at IS NULL ${ofCarrier}
     RETURNING pg_notify(${CALL_COMMANDS_CHANNEL}, call_id::text)`);
+  return result.rowCount > 0;
 }
 
-/** Takes the requests waiting for any of `callIds` (the calls this process holds). */
-export async function takeCallCommands(db: CommonQueryMethods, callIds: readonly number[]): Promise<ReadonlyArray<{ call_id: number; command: string }>> {
+/** Takes the requests waiting for any of `callIds` that `holder` holds, oldest first. */
+export async function takeCallCommands(db: CommonQueryMethods, holder: string, callIds: readonly number[]): Promise<Array<{ callId: number } & CallCommand>> {
   if (callIds.length === 0) return [];
-  return db.any(sql.type(z.object({ call_id: z.number(), command: z.string() }))`
-    DELETE FROM call_commands WHERE call_id = ANY(${sql.array([...callIds], 'int8')}) RETURNING call_id, command`);
+  const rows = await db.any(sql.type(commandRow)`
+    DELETE FROM call_commands cc USING calls c
+    WHERE cc.call_id = c.id AND c.holder = ${holder} AND c.id = ANY(${sql.array([...callIds], 'int8')})
+    RETURNING cc.id, cc.call_id, cc.command, cc.data`);
+  return [...rows].sort((a, b) => a.id - b.id).map((row) => ({ callId: row.call_id, command: row.command, ...row.data }) as { callId: number } & CallCommand);
 }
 
 /** Whether the call has ended in the database (its end saved, by any process). */

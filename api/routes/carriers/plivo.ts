@@ -108,12 +108,12 @@ export function plivoRoutes(voice: VoiceService, options: { authToken: string | 
       errors: CARRIER_ERRORS,
       responses: xmlAnswer('Plivo XML'),
       summary: "Plivo's ring, hang-up (completed, busy, no-answer, failed, ...), machine-detection and stream callbacks of a call",
-      handler(req) {
+      async handler(req) {
         const params = verified(req);
         const callId = statusCallId(req);
         const status = formField(params, 'CallStatus');
         // A stream's own events (`Event`: StartStream, StopStream, DroppedStream) carry no `CallStatus`: the socket tells those.
-        if (callId !== undefined) voice.carrierStatus('plivo', callId, formField(params, 'CallUUID'), Object.hasOwn(STATUSES, status) ? STATUSES[status] : undefined, answeredBy(formField(params, 'Machine')));
+        if (callId !== undefined) await voice.carrierStatus('plivo', callId, formField(params, 'CallUUID'), Object.hasOwn(STATUSES, status) ? STATUSES[status] : undefined, answeredBy(formField(params, 'Machine')));
         return markupResponse(EMPTY_PLIVO_XML);
       },
     },

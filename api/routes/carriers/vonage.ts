@@ -104,12 +104,12 @@ export function vonageRoutes(voice: VoiceService, options: { signatureSecret: st
       errors: CARRIER_ERRORS,
       responses: { 200: noBody('Taken; nothing more is asked of the call') },
       summary: "Vonage's event webhook (ringing, answered, busy, timeout, failed, completed, ...) and machine-detection result",
-      handler(req) {
+      async handler(req) {
         const fields = verified(req);
         const callId = statusCallId(req);
         const status = jsonField(fields, 'status');
         // Events of calls the platform did not place (an inbound call's, sent to the application's event URL) name no call: the media stream speaks for those.
-        if (callId !== undefined) voice.carrierStatus('vonage', callId, jsonField(fields, 'uuid'), Object.hasOwn(STATUSES, status) ? STATUSES[status] : undefined, Object.hasOwn(VERDICTS, status) ? VERDICTS[status] : undefined);
+        if (callId !== undefined) await voice.carrierStatus('vonage', callId, jsonField(fields, 'uuid'), Object.hasOwn(STATUSES, status) ? STATUSES[status] : undefined, Object.hasOwn(VERDICTS, status) ? VERDICTS[status] : undefined);
         // An empty 200: nothing more is asked of the call (a body could be taken for an NCCO).
         return { status: 200 };
       },

@@ -135,10 +135,10 @@ export function twimlWebhookRoutes(voice: VoiceService, carrier: TwimlCarrier): 
       summary: `${carrier.title}'s status callback (ringing, in-progress, busy, no-answer, failed, completed) and answering-machine result`,
       errors: CARRIER_ERRORS,
       responses: xmlAnswer(`An empty ${carrier.markup} document`),
-      handler(req) {
+      async handler(req) {
         const params = carrier.verified(req);
         const callId = statusCallId(req);
-        if (callId !== undefined) voice.carrierStatus(carrier.name, callId, formField(params, 'CallSid'), twimlStatus(formField(params, 'CallStatus')), twimlAnsweredBy(formField(params, 'AnsweredBy')));
+        if (callId !== undefined) await voice.carrierStatus(carrier.name, callId, formField(params, 'CallSid'), twimlStatus(formField(params, 'CallStatus')), twimlAnsweredBy(formField(params, 'AnsweredBy')));
         return markupResponse(EMPTY_TWIML);
       },
     },
