@@ -294,9 +294,9 @@ export class CallLifecycle {
 
   private async register(assistant: AssistantRow, call: NewLiveCall, requestId: string | undefined): Promise<{ id: number; token: string; entry: LiveCall }> {
     const { pool, clock } = this.deps;
-    const opening = await this.meter.opening(assistant.user_id);
     const rate = await rateOf(pool, assistant.user_id, assistant.mode, call.type, call.assistantNumber);
-    const id = await insertCall(pool, {
+    // The row is written with the call's hold on the balance, or not at all.
+    const opened = await this.meter.opening(assistant.user_id, rate, (tx) => insertCall(tx, {
       userId: assistant.user_id,
       assistantId: assistant.id,
       assistantName: assistant.name,
@@ -307,7 +307,8 @@ export class CallLifecycle {
       clientPhoneNumber: call.clientNumber,
       variables: call.variables,
       carrierCallId: call.carrierCallId,
-    });
+    }));
+    const id = opened.id;
     const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
     const token = this.calls.issueToken();
     let entry: LiveCall | undefined;
@@ -331,7 +332,7 @@ export class CallLifecycle {
       events,
     });
     this.endedWaiters.set(id, entry.ended);
-    this.meter.admitted(opening);
+    this.meter.admitted(opened);
     this.calls.add(entry);
     this.presence.arm();
     if (this.ending) {
@@ -420,14 +421,8 @@ export class CallLifecycle {
     const { logger } = this.deps;
     const id = call.session.spec.callId;
     const recordingPath = await finishRecording(this.deps, id, recorder);
-    let charged = 0;
-    try {
-      const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { costs, recordingPath, evaluate }));
-      charged = saved.charged;
-      call.events.written(saved.events);
-    } finally {
-      this.meter.committed(call, costs.total, charged);
-    }
+    const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { costs, recordingPath, evaluate }));
+    call.events.written(saved.events);
     if (evaluate) this.deps.evaluate(id);
     await this.deps.indexCall(id).catch((error: unknown) => logger.error({ err: error, callId: id }, 'the transcript could not be indexed'));
     this.deps.wakeWebhooks();
