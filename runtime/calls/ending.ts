@@ -36,15 +36,15 @@ export async function finishRecording(deps: EndWriting, callId: number, recorder
 
 /**
  * One attempt at writing an ended call in one transaction: its row, the events no heartbeat wrote
- * (its end among them) and its charge with its webhook. Resolves with the charge's shortfall and
- * the events written; nothing is written when the call had already ended (a sweep took it).
+ * (its end among them) and its charge with its webhook (its hold on the balance released). Resolves
+ * with the events written; nothing is written when the call had already ended (a sweep took it).
  */
 export function writeEnd(
   deps: EndWriting,
   call: LiveCall,
   end: CallEnd,
   { costs, recordingPath, evaluate }: { costs: CallCosts; recordingPath: string | null; evaluate: boolean },
-): Promise<{ charged: number; events: CallEventRecord[] }> {
+): Promise<{ events: CallEventRecord[] }> {
   const { logger } = deps;
   const id = call.session.spec.callId;
   return deps.pool.transaction(async (tx) => {
@@ -62,11 +62,11 @@ export function writeEnd(
     });
     if (!wrote) {
       logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard); this end is not saved');
-      return { charged: 0, events: [] };
+      return { events: [] };
     }
     const events = call.events.unwritten();
     await insertCallEvents(tx, events);
-    const charged = await chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
-    return { charged, events };
+    await chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
+    return { events };
   });
 }
