@@ -13,6 +13,8 @@
  * 4. a process killed (SIGKILL) with a live call leaves its hold: it keeps a message on another
  *    process from what it holds until it lapses, and the other process's sweep settles the call
  *    and releases its hold.
+ * 5. a renewal shares what an owner has not reserved among one process's calls in call order,
+ *    counts the unexpired holds of other calls only, never lowers a hold, and pushes every expiry on.
  * The calls run on each process's manual clock, stepped by the test's phones.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -20,7 +22,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { ManualClock } from '../runtime/clock.js';
+import { renewHolds } from '../runtime/ledger/holds.js';
 import { callCosts, callRate } from '../runtime/prices.js';
+import { createDatabasePool } from '../runtime/store/pool.js';
 import { freshDatabase, withClient } from './helpers/database.js';
 import { ADMIN_TOKEN, startTestPlatform } from './helpers/platform.js';
 import { startServer, until } from './helpers/server_process.js';
@@ -119,8 +123,7 @@ t.test('a top-up during a call lets its hold be renewed: it talks on past what t
   // The holds are renewed every 5 s: by 20 s (before the first balance would have had it say goodbye), past the first balance.
   let talked = 5;
   while (((await holds(s.api.databaseUrl)).get(callId) ?? 0) <= first) {
-    if (talked >= 20) t.fail('the hold was not raised after the top-up');
-    if (talked >= 20) return;
+    if (talked >= 20) return void t.fail('the hold was not raised after the top-up');
     await phone.silence(1_000);
     talked++;
   }
@@ -169,4 +172,42 @@ t.test("a killed process's hold keeps others from what it holds until it lapses;
   t.ok(call.total_cost > 0, `and charged it (${call.total_cost})`);
   t.same([...(await holds(databaseUrl)).keys()], [], 'and released its hold');
   t.equal(await funds(), round(cost(30) + 0.008 - 0.01 - call.total_cost), 'the ledger took the message and the call');
+});
+
+t.test('a renewal shares what is not reserved among the calls in call order and never lowers a hold', async (t) => {
+  const databaseUrl = await freshDatabase();
+  const [rich, poor, c1, c2, c3, other, lapsed, unheld, poorCall] = await withClient(databaseUrl, async (db) => {
+    const user = async (name: string, funds: number) => {
+      const id = Number((await db.query("INSERT INTO users (name, email, password_hash) VALUES ($1, $1 || '@example.com', 'x') RETURNING id", [name])).rows[0].id);
+      await db.query("INSERT INTO ledger_entries (user_id, amount, balance_after, kind) VALUES ($1, $2, 0, 'admin_credit')", [id, funds]);
+      return id;
+    };
+    const call = async (userId: number, held?: number, expires = "now() + interval '30 seconds'") => {
+      const id = Number((await db.query("INSERT INTO calls (user_id, assistant_name, type, mode, status) VALUES ($1, 'Bot', 'web', 'pipeline', 'in-progress') RETURNING id", [userId])).rows[0].id);
+      if (held !== undefined) await db.query(`INSERT INTO balance_holds (call_id, user_id, amount, expires_at) VALUES ($1, $2, $3, ${expires})`, [id, userId, held]);
+      return id;
+    };
+    const a = await user('rich', 1);
+    const b = await user('poor', 0.05);
+    return [a, b, await call(a, 0.1), await call(a, 0.1), await call(a, 0.2), await call(a, 0.3), await call(a, 0.5, "now() - interval '1 second'"), await call(a), await call(b, 0)];
+  });
+  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 1 });
+  t.teardown(() => pool.end());
+  const renewed = await renewHolds(
+    pool,
+    [
+      { callId: c1, userId: rich, target: 0.25 },
+      { callId: c2, userId: rich, target: 0.3 },
+      { callId: c3, userId: rich, target: 0.1 },
+      { callId: unheld, userId: rich, target: 0.1 },
+      { callId: poorCall, userId: poor, target: 0.1 },
+    ],
+    35,
+  );
+  // 1 less the other call's 0.3 (the lapsed 0.5 does not count) less these calls' 0.4: 0.3 to share.
+  t.same(Object.fromEntries(renewed), { [c1]: 0.25, [c2]: 0.25, [c3]: 0.2, [poorCall]: 0.05 }, 'c1 raised in full, c2 by what was left, c3 not lowered, the poor owner up to their balance, no hold made for a call without one');
+  const expiries = await withClient(databaseUrl, async (db) =>
+    (await db.query('SELECT call_id, extract(epoch FROM expires_at - now())::float8 AS left FROM balance_holds ORDER BY call_id')).rows.map((r: { call_id: string; left: number }) => [Number(r.call_id), Math.round(r.left)]),
+  );
+  t.same(expiries, [[c1, 35], [c2, 35], [c3, 35], [other, 30], [lapsed, -1], [poorCall, 35]], "the renewed holds expire 35 s on; others' are left as they were");
 });
