@@ -1,4 +1,5 @@
 import type { DatabaseTransactionConnection, CommonQueryMethods } from 'slonik';
+import { releaseHold } from '../ledger/holds.js';
 import type { Logger } from '../logger.js';
 import { callRate, type CallRate } from '../prices.js';
 import { enqueueCallEnded } from '../webhooks/callEnded.js';
@@ -12,16 +13,17 @@ export async function rateOf(db: CommonQueryMethods, userId: number, mode: CallM
 }
 
 /**
- * Charges an ended call and queues its webhook, inside the transaction that wrote its end, so an
- * ended call never lacks either. @returns what was charged (less, when the balance ran short).
+ * Charges an ended call, releases its hold on the balance and queues its webhook, inside the
+ * transaction that wrote its end, so an ended call never lacks any of them and its cost is never
+ * both held and charged. A balance short of the cost is charged what it has (and logged).
  */
 export async function chargeEnded(
   tx: DatabaseTransactionConnection,
   logger: Logger,
   call: { userId: number; callId: number; total: number; recordingUrl: string | null; holdMs: number },
-): Promise<number> {
+): Promise<void> {
   const unpaid = await chargeCall(tx, call.userId, call.callId, call.total);
   if (unpaid > 0) logger.warn({ callId: call.callId, userId: call.userId, unpaid }, 'the balance did not cover the whole call');
+  await releaseHold(tx, call.callId);
   await enqueueCallEnded(tx, call.callId, call.recordingUrl, call.holdMs);
-  return call.total - unpaid;
 }

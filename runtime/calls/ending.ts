@@ -36,16 +36,16 @@ export async function finishRecording(deps: EndWriting, callId: number, recorder
 
 /**
  * One attempt at writing an ended call in one transaction, by `holder`: its row, the events no
- * heartbeat wrote (its end among them) and its charge with its webhook. Resolves with the charge's
- * shortfall and the events written; nothing is written (`wrote` false) when the call had already
- * ended (a sweep took it) or another process holds it now (its stream joined there).
+ * heartbeat wrote (its end among them) and its charge with its webhook (its hold on the balance
+ * released). Resolves with the events written; nothing is written (`wrote` false) when the call
+ * had already ended (a sweep took it) or another process holds it now (its stream joined there).
  */
 export function writeEnd(
   deps: EndWriting,
   call: LiveCall,
   end: CallEnd,
   { holder, costs, recordingPath, evaluate }: { holder: string; costs: CallCosts; recordingPath: string | null; evaluate: boolean },
-): Promise<{ wrote: boolean; charged: number; events: CallEventRecord[] }> {
+): Promise<{ wrote: boolean; events: CallEventRecord[] }> {
   const { logger } = deps;
   const id = call.session.spec.callId;
   return deps.pool.transaction(async (tx) => {
@@ -63,11 +63,11 @@ export function writeEnd(
     });
     if (!wrote) {
       logger.warn({ callId: id }, 'the call had already been ended (by a sweep, as of when it was last heard) or is held by another process; this end is not saved');
-      return { wrote: false, charged: 0, events: [] };
+      return { wrote: false, events: [] };
     }
     const events = call.events.unwritten();
     await insertCallEvents(tx, events);
-    const charged = await chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
-    return { wrote: true, charged, events };
+    await chargeEnded(tx, logger, { userId: call.ownerId, callId: id, total: costs.total, recordingUrl: recordingPath ? deps.recordingUrl(id) : null, holdMs: evaluate ? EVALUATION_HOLD_MS : 0 });
+    return { wrote: true, events };
   });
 }

@@ -9,6 +9,7 @@ import type { CallStatus } from '../../schemas/calls.js';
 import { CallSession } from '../voice/session.js';
 import type { CallEnd, CallMode, CallSpec, SessionHooks } from '../voice/spec.js';
 import type { Carriers } from './carriers/index.js';
+import type { CallRate } from '../prices.js';
 import { rateOf } from './charges.js';
 import { createCallCommands, type CallCommands } from './commands.js';
 import { carrierCallIdOf, handedOver, type ClaimedCall } from './holding.js';
@@ -309,10 +310,11 @@ export class CallLifecycle {
 
   private async register(assistant: AssistantRow, call: NewLiveCall, requestId: string | undefined): Promise<{ id: number; token: string; entry: LiveCall }> {
     const { pool, clock } = this.deps;
-    const opening = await this.meter.opening(assistant.user_id);
+    const rate = await rateOf(pool, assistant.user_id, assistant.mode, call.type, call.assistantNumber);
     const token = this.calls.issueToken();
     const startedAt = clock.now();
-    const id = await insertCall(pool, {
+    // The row is written with the call's hold on the balance, or not at all.
+    const opened = await this.meter.opening(assistant.user_id, rate, (tx) => insertCall(tx, {
       userId: assistant.user_id,
       assistantId: assistant.id,
       assistantName: assistant.name,
@@ -328,10 +330,11 @@ export class CallLifecycle {
       streamTokenHash: token.hash,
       streamExpiresAt: isoTimestamp(token.expires),
       startedAt: isoTimestamp(startedAt),
-    });
+    }));
+    const id = opened.id;
     const logger = this.deps.logger.child({ callId: id, userId: assistant.user_id, reqId: requestId });
-    const entry = await this.open(assistant, { id, ...call, startedAt, firstSeq: 1, token }, logger);
-    this.meter.admitted(opening);
+    const entry = await this.open(assistant, { id, ...call, rate, startedAt, firstSeq: 1, token }, logger);
+    this.meter.admitted(opened);
     this.live(entry);
     if (this.ending) {
       // Begun before the stop, arrived after it ended the live calls: ended (failed, never answered) and refused.
@@ -359,7 +362,8 @@ export class CallLifecycle {
     }
     this.starting++;
     try {
-      const opening = await this.meter.opening(claimed.user_id);
+      const rate = await rateOf(pool, claimed.user_id, assistant.mode, claimed.type, claimed.assistant_phone_number);
+      const opened = await this.meter.adopted(claimed.id, claimed.user_id, rate);
       const entry = await this.open(assistant, {
         id: claimed.id,
         type: claimed.type,
@@ -368,12 +372,13 @@ export class CallLifecycle {
         variables: claimed.variables,
         carrierCallId: claimed.carrier_call_id,
         carrierName: claimed.carrier_name,
+        rate,
         // Offsets in its events count from the call's start, as the process that created it wrote it.
         startedAt: claimed.started_ms,
         firstSeq: claimed.last_seq + 1,
         token: undefined,
       }, logger);
-      this.meter.admitted(opening);
+      this.meter.admitted(opened);
       this.live(entry);
       if (this.drainingCalls) {
         entry.session.end('ended');
@@ -392,10 +397,10 @@ export class CallLifecycle {
   }
 
   /** The session and registry entry of a call whose row exists. */
-  private async open(assistant: AssistantRow, call: Omit<NewLiveCall, 'status'> & { id: number; startedAt: number; firstSeq: number; token: StreamToken | undefined }, logger: Logger): Promise<LiveCall> {
-    const { pool, clock } = this.deps;
+  private async open(assistant: AssistantRow, call: Omit<NewLiveCall, 'status'> & { id: number; rate: CallRate; startedAt: number; firstSeq: number; token: StreamToken | undefined }, logger: Logger): Promise<LiveCall> {
+    const { clock } = this.deps;
     const id = call.id;
-    const rate = await rateOf(pool, assistant.user_id, assistant.mode, call.type, call.assistantNumber);
+    const rate = call.rate;
     const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
     let entry: LiveCall | undefined;
     const events = new CallEventLog(id, call.startedAt, logger, call.firstSeq);
@@ -524,16 +529,10 @@ export class CallLifecycle {
     const { logger } = this.deps;
     const id = call.session.spec.callId;
     const recordingPath = await finishRecording(this.deps, id, recorder);
-    let charged = 0;
     let wrote = false;
-    try {
-      const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { holder: this.holder, costs, recordingPath, evaluate }));
-      charged = saved.charged;
-      wrote = saved.wrote;
-      call.events.written(saved.events);
-    } finally {
-      this.meter.committed(call, costs.total, charged);
-    }
+    const saved = await this.saveWithRetries(id, () => writeEnd(this.deps, call, end, { holder: this.holder, costs, recordingPath, evaluate }));
+    wrote = saved.wrote;
+    call.events.written(saved.events);
     if (!wrote) return false;
     if (evaluate) this.deps.evaluate(id);
     await this.deps.indexCall(id).catch((error: unknown) => logger.error({ err: error, callId: id }, 'the transcript could not be indexed'));

@@ -1,41 +1,56 @@
-import type { DatabasePool } from 'slonik';
+import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { PlatformError } from '../errors.js';
+import { insertHold, keepHold, lockUnreserved, renewHolds, type HoldRenewal } from '../ledger/holds.js';
 import type { Logger } from '../logger.js';
-import { callCosts } from '../prices.js';
-import { balancesOf, userBalance } from '../users/repository.js';
+import { callCosts, type CallRate } from '../prices.js';
 import type { CallEnd } from '../voice/spec.js';
-import { OwnerBalances } from './balances.js';
 import type { LiveCall } from './registry.js';
 
 /**
- * What live calls cost while they run, and the cut-off: once a second the meter adds up each
- * owner's running calls, and a call whose cost would soon pass what its owner has left is told to
- * say goodbye. The owners' balances are kept in memory (`OwnerBalances`), lowered at once when a
- * call ends and read again from the database every few seconds.
+ * What live calls cost while they run, and the cut-off, over one balance shared by every process:
+ * each call holds (in `balance_holds`) what it may cost up to a little ahead, taken when it starts
+ * and raised every few seconds for all of this process's calls in one transaction, out of what the
+ * owner's other calls and messages, on any process, have not reserved. Once a second, a call
+ * whose cost would soon pass its hold is told to say goodbye, so it ends within what it holds.
+ * The hold goes when the call's end is charged (`chargeEnded`), in the same transaction.
  */
 
-/** How often the running costs are added up against the balances. */
+/** How often running costs are checked against the holds. */
 const METER_MS = 1_000;
-/** A call is told to say goodbye while this much talk time is still paid for. */
+/** A call is told to say goodbye while this much talk time is still held for it. */
 const GOODBYE_RESERVE_S = 10;
-/** How often the meter reads the balances of owners with live calls from the database. */
-const BALANCE_READ_MS = 10_000;
+/** How often this process renews the holds of its calls (one transaction for all of them). */
+const HOLD_RENEW_MS = 5_000;
+/**
+ * A hold covers the call's cost so far and this much more talk: more than the goodbye reserve and
+ * a renewal period, so a call whose renewals succeed is never cut off; little, so calls and
+ * messages of the same owner elsewhere are not kept from what the balance still covers.
+ */
+const HOLD_AHEAD_S = 30;
+/**
+ * A hold not renewed for this long lapses (its process stopped, or lost the database): by then its
+ * call's own meter has ended it, since what it holds lasts HOLD_AHEAD_S past the last renewal.
+ */
+const HOLD_EXPIRY_S = HOLD_AHEAD_S + HOLD_RENEW_MS / 1000;
 
 /** What an ended call costs: seconds billed, the carrier's part and the total, in dollars. */
 export type CallCosts = ReturnType<typeof callCosts>;
 
-/** An owner's balance as read for a call about to start, for {@link CallMeter.admitted}. */
-export interface OpeningBalance {
-  readonly ownerId: number;
-  readonly balance: number;
-  readonly version: number;
+/** A call about to start with its hold taken, for {@link CallMeter.admitted}. */
+export interface OpenedCall {
+  readonly id: number;
+  /** USD held for it. */
+  readonly held: number;
 }
 
+const perSecond = (rate: CallRate) => rate.platform + rate.carrier;
+
 export class CallMeter {
-  private readonly balances = new OwnerBalances();
+  /** USD held for each live call of this process, as the last renewal left it. */
+  private readonly holds = new Map<number, number>();
   private lastMeter = 0;
-  private lastBalanceRead = 0;
-  private readingBalances = false;
+  private lastRenewal = 0;
+  private renewing = false;
 
   constructor(
     private readonly deps: {
@@ -47,35 +62,51 @@ export class CallMeter {
   ) {}
 
   /**
-   * Reads the owner's balance before a call of theirs starts.
-   * @throws PlatformError `insufficient_balance` when nothing is left.
+   * Writes a call (`insert`, returning its id) with its first hold, in one transaction: its goodbye
+   * and its first stretch of talk (less, when that is all the owner has not reserved).
+   * @throws PlatformError `insufficient_balance` (nothing written) when what the owner has not
+   *   reserved does not cover even the goodbye.
    */
-  async opening(ownerId: number): Promise<OpeningBalance> {
-    const version = this.balances.versionOf(ownerId);
-    const balance = await userBalance(this.deps.pool, ownerId);
-    if (balance <= 0) throw new PlatformError('insufficient_balance');
-    return { ownerId, balance, version };
+  async opening(ownerId: number, rate: CallRate, insert: (tx: DatabaseTransactionConnection) => Promise<number>): Promise<OpenedCall> {
+    return this.deps.pool.transaction(async (tx) => {
+      const unreserved = await lockUnreserved(tx, ownerId);
+      if (unreserved <= 0 || unreserved < perSecond(rate) * GOODBYE_RESERVE_S) throw new PlatformError('insufficient_balance');
+      const id = await insert(tx);
+      const held = Math.min(unreserved, callCosts(rate, HOLD_AHEAD_S * 1000).total);
+      await insertHold(tx, { callId: id, userId: ownerId, amount: held, expirySeconds: HOLD_EXPIRY_S });
+      return { id, held };
+    });
   }
 
-  /** The call read for with `opening` is live: its owner's balance is metered from now. */
-  admitted(opening: OpeningBalance): void {
-    this.balances.know(opening.ownerId, opening.balance, opening.version);
+  /**
+   * A call taken over from another process (its media stream joined here): its hold is kept (taken
+   * anew, as far as the owner's balance allows, if it lapsed) and metered here from now.
+   */
+  async adopted(callId: number, ownerId: number, rate: CallRate): Promise<OpenedCall> {
+    return this.deps.pool.transaction(async (tx) => {
+      const unreserved = await lockUnreserved(tx, ownerId);
+      const fresh = Math.max(0, Math.min(unreserved, callCosts(rate, HOLD_AHEAD_S * 1000).total));
+      return { id: callId, held: await keepHold(tx, { callId, userId: ownerId, amount: fresh, expirySeconds: HOLD_EXPIRY_S }) };
+    });
   }
 
-  /** A call ended: its costs, taken off its owner's balance at once (before its charge is written). */
+  /** The call opened with `opening` is live: it is metered against its hold, renewed from now. */
+  admitted(opened: OpenedCall): void {
+    this.holds.set(opened.id, opened.held);
+  }
+
+  /** A call ended: its costs. Its hold is no longer renewed; it goes with its charge. */
   ended(call: LiveCall, end: CallEnd): CallCosts {
-    const costs = callCosts(call.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
-    this.balances.ended(call.ownerId, costs.total);
-    return costs;
+    this.holds.delete(call.session.spec.callId);
+    return callCosts(call.rate, end.answeredAt === null ? 0 : end.endedAt - end.answeredAt);
   }
 
-  /** The ended call's charge was committed (`charged` of `total`), or failed (0 charged). */
-  committed(call: LiveCall, total: number, charged: number): void {
-    this.balances.committed(call.ownerId, total, charged);
-  }
-
-  /** On the call ticker: meters once a second. */
+  /** On the call ticker: meters once a second and starts a renewal of the holds every few seconds. */
   tick(now: number): void {
+    if (now - this.lastRenewal >= HOLD_RENEW_MS && !this.renewing) {
+      this.lastRenewal = now;
+      this.renew(now);
+    }
     if (now - this.lastMeter < METER_MS) return;
     this.lastMeter = now;
     this.meter(now);
@@ -87,38 +118,44 @@ export class CallMeter {
     return answered === null ? 0 : callCosts(call.rate, now - answered).total;
   }
 
-  /** Ends calls (with a goodbye) whose cost would soon pass what their owner has. */
+  /** Ends calls (with a goodbye) whose cost would soon pass their hold. */
   private meter(now: number): void {
-    const spent = new Map<number, number>();
-    for (const call of this.deps.calls()) spent.set(call.ownerId, (spent.get(call.ownerId) ?? 0) + this.runningCost(call, now));
-    this.balances.retain(new Set(spent.keys()));
-    if (now - this.lastBalanceRead >= BALANCE_READ_MS) {
-      this.lastBalanceRead = now;
-      this.readBalances();
-    }
     for (const call of this.deps.calls()) {
       if (call.cutOff || call.session.currentStatus !== 'in-progress') continue;
-      const perSecond = call.rate.platform + call.rate.carrier;
-      if (perSecond <= 0) continue;
-      if (spent.get(call.ownerId)! + perSecond * GOODBYE_RESERVE_S >= this.balances.available(call.ownerId)) {
+      if (perSecond(call.rate) <= 0) continue;
+      const held = this.holds.get(call.session.spec.callId) ?? 0;
+      if (this.runningCost(call, now) + perSecond(call.rate) * GOODBYE_RESERVE_S >= held) {
         call.cutOff = true;
-        this.deps.logger.info({ callId: call.session.spec.callId, userId: call.ownerId }, 'balance nearly spent; ending the call');
+        this.deps.logger.info({ callId: call.session.spec.callId, userId: call.ownerId, held }, 'balance nearly spent; ending the call');
         call.session.send({ type: 'END', status: 'ended_by_assistant', goodbye: { kind: 'goodbye', reason: 'balance' } });
       }
     }
   }
 
-  /** Brings the owners' balances up to date with the database (messages, operators, other processes). */
-  private readBalances(): void {
-    const ids = this.balances.ids();
-    if (this.readingBalances || ids.length === 0) return;
-    this.readingBalances = true;
-    const versions = this.balances.snapshot();
-    balancesOf(this.deps.pool, ids)
+  /**
+   * Raises every live call's hold to its cost so far and HOLD_AHEAD_S more, as far as its owner's
+   * balance allows, and pushes its expiry on: one transaction, off the audio path. A failure keeps
+   * the holds as they were (the calls then end within them).
+   */
+  private renew(now: number): void {
+    const renewals: HoldRenewal[] = [];
+    for (const call of this.deps.calls()) {
+      const callId = call.session.spec.callId;
+      if (!this.holds.has(callId)) continue;
+      const answered = call.session.answeredTime;
+      const target = callCosts(call.rate, (answered === null ? 0 : now - answered) + HOLD_AHEAD_S * 1000).total;
+      renewals.push({ callId, userId: call.ownerId, target });
+    }
+    if (renewals.length === 0) return;
+    this.renewing = true;
+    renewHolds(this.deps.pool, renewals, HOLD_EXPIRY_S)
       .then(
-        (read) => this.balances.refreshed(versions, read),
-        (error: unknown) => this.deps.logger.warn({ err: error }, 'balances of live calls could not be read'),
+        (held) => {
+          // A call that ended meanwhile is not metered any more.
+          for (const [callId, amount] of held) if (this.holds.has(callId)) this.holds.set(callId, amount);
+        },
+        (error: unknown) => this.deps.logger.warn({ err: error, calls: renewals.length }, 'the holds of live calls could not be renewed'),
       )
-      .finally(() => (this.readingBalances = false));
+      .finally(() => (this.renewing = false));
   }
 }

@@ -7,7 +7,7 @@ import { deadlineSignal, sleep, type Clock } from '../clock.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError } from '../errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
-import { postLedgerEntry } from '../ledger/service.js';
+import { postLedgerEntry, postUnreservedDebit } from '../ledger/service.js';
 import type { LlmRegistry } from '../llm/registry.js';
 import { LlmError, type ChatMessage, type LlmProvider } from '../llm/types.js';
 import type { Logger } from '../logger.js';
@@ -198,8 +198,9 @@ export function createConversationEngine(deps: EngineDeps) {
                 replyPending: state.ai_enabled && s.price > 0,
                 turn: state.ai_enabled ? { takes: owner, seconds: TURN_LEASE_SECONDS } : undefined,
               });
+              // Not out of what the owner's live calls hold: they may be running on other processes.
               if (s.price > 0) {
-                await postLedgerEntry(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
+                await postUnreservedDebit(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
               }
               return { messageId: message.id, aiEnabled: state.ai_enabled };
             });

@@ -8,7 +8,7 @@ import { datetime } from '../time.js';
 import { renderTemplate } from '../agent/prompts.js';
 import { failureReason, type ConversationEngine } from './engine.js';
 import type { TurnResult } from './machine.js';
-import { userBalance } from '../users/repository.js';
+import { unreservedBalance } from '../ledger/holds.js';
 import {
   findConversation,
   insertConversation,
@@ -75,7 +75,7 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
     /**
      * Starts a conversation with the assistant of `assistantUuid`. `test` (free) and `api`
      * conversations need the owner's token; `widget` ones are public and charged. Charged types need
-     * a balance of at least one message.
+     * a balance of at least one message beyond what live calls hold.
      */
     async create(input: { assistantUuid: string; type: ConversationType; variables: Record<string, unknown>; callerId: number | undefined }) {
       const assistant = await findAssistantByUuid(pool, input.assistantUuid);
@@ -84,7 +84,7 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
         throw ValidationError.field('type', `The ${input.type} type needs the API key or session token of the assistant owner.`);
       }
       const price = prices.conversationMessage[input.type];
-      if (price > 0 && (await userBalance(pool, assistant.user_id)) < price) throw new PlatformError('insufficient_balance');
+      if (price > 0 && (await unreservedBalance(pool, assistant.user_id)) < price) throw new PlatformError('insufficient_balance');
       const variables = { ...assistant.variables, ...input.variables };
       const greeting = renderTemplate(assistant.initial_message, variables).trim();
       const conversation = await pool.transaction(async (tx) => {

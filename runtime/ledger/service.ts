@@ -1,5 +1,6 @@
-import { CheckIntegrityConstraintViolationError, ForeignKeyIntegrityConstraintViolationError, type CommonQueryMethods, type DatabasePool } from 'slonik';
+import { CheckIntegrityConstraintViolationError, ForeignKeyIntegrityConstraintViolationError, type CommonQueryMethods, type DatabasePool, type DatabaseTransactionConnection } from 'slonik';
 import { PlatformError } from '../errors.js';
+import { lockUnreserved } from './holds.js';
 import { insertLedgerEntry, listLedgerEntries, type LedgerEntryInput, type LedgerFilters } from './repository.js';
 
 /**
@@ -16,6 +17,16 @@ export async function postLedgerEntry(db: CommonQueryMethods, entry: LedgerEntry
     if (error instanceof ForeignKeyIntegrityConstraintViolationError) throw new PlatformError('user_not_found', { cause: error });
     throw error;
   }
+}
+
+/**
+ * Posts a debit (`entry.amount` < 0) out of what the owner's live calls have not reserved: the
+ * balance less their holds must cover it, whichever process runs them.
+ * @throws PlatformError `insufficient_balance` when it does not; as {@link postLedgerEntry} otherwise.
+ */
+export async function postUnreservedDebit(tx: DatabaseTransactionConnection, entry: LedgerEntryInput): Promise<number> {
+  if ((await lockUnreserved(tx, entry.userId)) < -entry.amount) throw new PlatformError('insufficient_balance');
+  return postLedgerEntry(tx, entry);
 }
 
 /** What an owner reads of their ledger (`GET /user/transactions`). */

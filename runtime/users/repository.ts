@@ -35,8 +35,3 @@ export async function userBalance(db: CommonQueryMethods, userId: number): Promi
   return db.oneFirst(sql.type(z.object({ balance: z.number() }))`SELECT balance FROM users WHERE id = ${userId}`);
 }
 
-/** The balances of several users, by id (an id with no user is missing). */
-export async function balancesOf(db: CommonQueryMethods, ids: readonly number[]): Promise<Map<number, number>> {
-  const rows = await db.any(sql.type(z.object({ id: z.number(), balance: z.number() }))`SELECT id, balance FROM users WHERE id = ANY(${sql.array([...ids], 'int8')})`);
-  return new Map(rows.map((row) => [row.id, row.balance]));
-}
