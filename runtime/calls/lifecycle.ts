@@ -18,6 +18,7 @@ import type { WavRecorder } from './recording.js';
 import { LiveCalls, liveCallEntry, type LiveCall } from './registry.js';
 import { insertCall, updateCallStatus } from './repository.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
+import type { SweepGate } from '../sweeps.js';
 
 /**
  * A live call from its start to its saved end: the row and the session created together, every
@@ -66,6 +67,8 @@ export interface VoiceDeps extends CallSpecDeps {
    * (a hang-up asked of another process). Without it they are taken at each heartbeat only.
    */
   readonly databaseUrl?: string;
+  /** Runs the sweep of left calls once per period across processes. */
+  readonly sweeps?: SweepGate;
 }
 
 /** A call being started: where it comes from, and the carrier its number records (none for a web call). */
@@ -137,6 +140,7 @@ export class CallLifecycle {
       settled: () => deps.wakeWebhooks(),
       lost: (ids) => this.lost(ids),
       afterBeat: () => this.afterBeat(),
+      sweeps: deps.sweeps,
     });
     this.presence.start({ exclusive: deps.exclusiveDatabase ?? false });
     this.commands = createCallCommands({

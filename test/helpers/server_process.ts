@@ -45,7 +45,7 @@ export interface ServerProcessOptions {
 export function spawnServer(options: ServerProcessOptions): ServerProcess {
   const [command, args] = options.npm ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'api/main.ts']];
   const child = spawn(command, args, {
-    env: { ...process.env, PORT: '0', DATA_DIR: options.dataDir, DATABASE_URL: '', LOG_LEVEL: 'info', DEV_VOICE: 'tone', ...options.env },
+    env: { ...process.env, PORT: '0', DATA_DIR: options.dataDir, DATABASE_URL: '', LOG_LEVEL: 'info', DEV_VOICE: 'tone', WORKERS: '1', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached ?? false,
   });
