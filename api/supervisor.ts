@@ -27,6 +27,8 @@ import { ASK_START, READY, type WorkerStart } from './worker.js';
 export interface SupervisorOptions {
   /** The module each server process runs. @defaultValue api/worker.ts */
   readonly module?: string;
+  /** The server processes' environment, which their configuration is read from. @defaultValue process.env */
+  readonly env?: NodeJS.ProcessEnv;
   /** Messages of the server processes other than their own protocol's (a benchmark's). */
   onMessage?(index: number, message: unknown): void;
 }
@@ -75,7 +77,7 @@ export async function startSupervisor(config: Config, logger: Logger, options: S
   /** Starts server process `index`; resolves once it serves, rejects if it exits first. */
   function start(index: number, exclusive: boolean): Promise<void> {
     const slot = slots[index]!;
-    const child = fork(module, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: true });
+    const child = fork(module, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], detached: true, env: options.env ?? process.env });
     slot.child = child;
     slot.startedAt = performance.now();
     const message: WorkerStart = { role: { index, databaseUrl: database.databaseUrl, embeddedDirectory: database.embeddedDirectory, exclusive }, port };
