@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startSupervisor } from '../api/supervisor.js';
@@ -62,6 +62,8 @@ export interface CallsStep {
   readonly phoneAddedLatencyP50Ms: number;
   readonly phoneAddedLatencyP99Ms: number;
   readonly turns: number;
+  /** The host's 1-minute load average at the step's end (the machine may be shared). */
+  readonly hostLoad: number;
 }
 
 type Buckets = Map<number, number>;
@@ -230,6 +232,7 @@ export async function runCallsBench(options: { steps: number[]; seconds: number;
         phoneAddedLatencyP50Ms: percentile(added, 50),
         phoneAddedLatencyP99Ms: percentile(added, 99),
         turns: report.voiceToVoice.length,
+        hostLoad: loadavg()[0]!,
       });
       options.onStep?.(steps.at(-1)!);
       // Past the bound the next step would only measure a machine out of breath.
@@ -252,7 +255,7 @@ export function largestWithinBound(steps: readonly CallsStep[]): number | undefi
 }
 
 export function formatStep(s: CallsStep): string {
-  return `| ${s.calls} | ${s.workers} | ${s.cpuPerCallPercent.toFixed(2)} | ${s.phonesCpuPercent.toFixed(0)} | ${s.rssPerCallKb.toFixed(0)} / ${s.addedRssPerCallKb.toFixed(0)} | ${s.loopLagP99Ms.toFixed(1)} | ${s.jitterP99Ms.toFixed(2)} | ${s.latenessP99Ms.toFixed(2)} | ${s.addedLatencyP50Ms.toFixed(1)} | ${s.addedLatencyP99Ms.toFixed(1)} | ${s.phoneAddedLatencyP50Ms.toFixed(1)} / ${s.phoneAddedLatencyP99Ms.toFixed(1)} | ${s.turns} |`;
+  return `| ${s.calls} | ${s.workers} | ${s.cpuPerCallPercent.toFixed(2)} | ${s.phonesCpuPercent.toFixed(0)} | ${s.rssPerCallKb.toFixed(0)} / ${s.addedRssPerCallKb.toFixed(0)} | ${s.loopLagP99Ms.toFixed(1)} | ${s.jitterP99Ms.toFixed(2)} | ${s.latenessP99Ms.toFixed(2)} | ${s.addedLatencyP50Ms.toFixed(1)} | ${s.addedLatencyP99Ms.toFixed(1)} | ${s.phoneAddedLatencyP50Ms.toFixed(1)} / ${s.phoneAddedLatencyP99Ms.toFixed(1)} | ${s.turns} | ${s.hostLoad.toFixed(1)} |`;
 }
 
 /** The rows of every run side by side, step by step; the largest N within the bound per number of server processes. */
@@ -266,8 +269,8 @@ export function formatCalls(steps: readonly CallsStep[], noiseCancellation: bool
   return [
     `Concurrent calls (loopback carrier, dev providers, noise suppression ${noiseCancellation ? 'on' : 'off'})`,
     '',
-    '| calls | server processes | server CPU % of a core per call | phones\' process CPU % of a core | RSS KB per call: processes / added by the calls | event-loop lag p99 ms (worst process) | outbound jitter at the phones p99 ms | frame lateness at the server p99 ms | added voice-to-voice p50 ms | p99 ms | as the phones hear it p50 / p99 ms | turns measured |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| calls | server processes | server CPU % of a core per call | phones\' process CPU % of a core | RSS KB per call: processes / added by the calls | event-loop lag p99 ms (worst process) | outbound jitter at the phones p99 ms | frame lateness at the server p99 ms | added voice-to-voice p50 ms | p99 ms | as the phones hear it p50 / p99 ms | turns measured | host load (1 min) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...[...steps].sort((a, b) => a.calls - b.calls || a.workers - b.workers).map(formatStep),
     '',
     `Largest N with p99 jitter under ${JITTER_BOUND_MS} ms at the phones and at the server: ${largest.join('; ')}`,
