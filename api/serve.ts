@@ -55,8 +55,8 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     return;
   }
   options.onListening?.(platform);
-  const first = options.role === undefined || options.role.exclusive;
-  if (first && process.stderr.isTTY) process.stderr.write(startupBlock(startupFacts(config, platform.runtime.publicUrl(), platform.runtime.embeddedDirectory)));
+  // One block for the terminal, however many server processes.
+  if ((options.role?.index ?? 0) === 0 && process.stderr.isTTY) process.stderr.write(startupBlock(startupFacts(config, platform.runtime.publicUrl(), platform.runtime.embeddedDirectory)));
   if (stopAsked) stop();
 }
 
