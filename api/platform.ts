@@ -1,7 +1,7 @@
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/logger.js';
 import { within } from '../runtime/bounded.js';
-import { startRuntime, type Runtime, type RuntimeOptions } from '../runtime/platform.js';
+import { startRuntime, type Runtime, type RuntimeOptions, type ServerRole } from '../runtime/platform.js';
 import { startupFacts } from '../runtime/startup.js';
 import { buildApp } from './app.js';
 import { createHttpServer } from './http/server.js';
@@ -33,14 +33,15 @@ const BACKGROUND_MS = 10_000;
 /**
  * Starts the server and the runtime under it: the port is bound first (exclusively), so a port in
  * use is refused before any database is touched; until the runtime is up every request is 503.
- * What `npm start` runs and what tests start.
+ * What `npm start` runs and what tests start. With a `role`, one of several server processes of a
+ * supervisor (api/supervisor.ts): the port is shared with the siblings and the database is theirs.
  */
-export async function startPlatform(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<RunningPlatform> {
+export async function startPlatform(config: Config, logger: Logger, options: RuntimeOptions = {}, role?: ServerRole): Promise<RunningPlatform> {
   const server = createHttpServer({ logger, jsonBodyLimit: config.jsonBodyLimit, multipartBodyLimit: config.multipartBodyLimit, trustProxy: config.trustProxy });
-  const port = await server.listen(config.host, config.port);
+  const port = await server.listen(config.host, config.port, { shared: role !== undefined });
   let runtime: Runtime;
   try {
-    runtime = await startRuntime(config, logger, options);
+    runtime = await startRuntime(config, logger, options, role);
   } catch (error) {
     await server.close(0);
     throw error;

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { appendFile, readFile } from 'node:fs/promises';
 import { cpus, totalmem } from 'node:os';
 import { promisify } from 'node:util';
-import { CALL_STEPS, formatCalls, runCallsBench } from './calls.js';
+import { CALL_STEPS, formatCalls, runCallsBench, workerCounts } from './calls.js';
 import { formatListing, runListingBench } from './listing.js';
 
 /**
@@ -38,7 +38,9 @@ const machine = `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'unknown CPU'}
 const tsx = [process.execPath, '--import', 'tsx'] as const;
 
 await section((await run(tsx[0], [...tsx.slice(1), 'bench/rest.ts', ...(quick ? ['2', '1', '1'] : ['10'])], { maxBuffer: 1 << 20 })).stdout.trim());
-await section(formatCalls(await runCallsBench({ seconds: quick ? 3 : 15, steps: quick ? [20, 50] : CALL_STEPS }), false));
+const callSteps = [];
+for (const workers of workerCounts()) callSteps.push(...(await runCallsBench({ seconds: quick ? 3 : 15, workers, steps: quick ? [20, 50] : CALL_STEPS })));
+await section(formatCalls(callSteps, false));
 // In a process of its own, as its npm script runs it: memory the calls left free would take the sockets.
 await section((await run(process.execPath, ['--expose-gc', '--no-memory-reducer', '--import', 'tsx', 'bench/chat.ts', quick ? '3' : '10', quick ? '1000' : '10000'], { maxBuffer: 1 << 20 })).stdout.trim());
 await section((await run(tsx[0], [...tsx.slice(1), 'bench/extract.ts', quick ? '20' : '200', quick ? '1' : '3'], { maxBuffer: 1 << 20 })).stdout.trim());

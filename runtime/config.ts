@@ -41,7 +41,12 @@ export interface Config {
   readonly multipartBodyLimit: number;
   /** Session token lifetime in milliseconds. @defaultValue 30 days */
   readonly sessionTtlMs: number;
-  /** Threads in the CPU worker pool. @defaultValue number of cores */
+  /**
+   * Server processes sharing the port and the database (WORKERS); above 1 a supervisor process
+   * runs the embedded database and the migrations once and starts them. @defaultValue number of cores
+   */
+  readonly workers: number;
+  /** Threads in the CPU worker pool of each server process. @defaultValue the cores shared among the server processes (at least 1) */
   readonly workerPoolSize: number;
   /** Connections in the database pool. @defaultValue 10 */
   readonly databasePoolSize: number;
@@ -398,6 +403,7 @@ function embeddingsConfig(env: Env): Config['embeddings'] {
 export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
   const port = overrides.port ?? integer(env, 'PORT', 0, 65535, configDefaults.port);
   const host = overrides.host ?? text(env, 'HOST') ?? configDefaults.host;
+  const workers = overrides.workers ?? integer(env, 'WORKERS', 1, 256, availableParallelism());
   if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) throw new ConfigError('HOST', `expected a host name or address, got "${host}"`);
 
   const logLevel = (overrides.logLevel ?? text(env, 'LOG_LEVEL') ?? configDefaults.logLevel) as LogLevel;
@@ -427,7 +433,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     jsonBodyLimit: overrides.jsonBodyLimit ?? configDefaults.jsonBodyLimit,
     multipartBodyLimit: overrides.multipartBodyLimit ?? configDefaults.multipartBodyLimit,
     sessionTtlMs: overrides.sessionTtlMs ?? configDefaults.sessionTtlMs,
-    workerPoolSize: overrides.workerPoolSize ?? integer(env, 'WORKER_POOL_SIZE', 1, 256, availableParallelism()),
+    workers,
+    workerPoolSize: overrides.workerPoolSize ?? integer(env, 'WORKER_POOL_SIZE', 1, 256, Math.max(1, Math.floor(availableParallelism() / workers))),
     databasePoolSize: overrides.databasePoolSize ?? integer(env, 'DATABASE_POOL_SIZE', 1, 1000, configDefaults.databasePoolSize),
     outboundAllowPrivate: overrides.outboundAllowPrivate ?? flag(env, 'OUTBOUND_ALLOW_PRIVATE', false),
     outboundAllowHosts: overrides.outboundAllowHosts ?? (text(env, 'OUTBOUND_ALLOW_HOSTS') ?? '').split(',').map((h) => h.trim().toLowerCase()).filter(Boolean),

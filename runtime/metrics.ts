@@ -16,8 +16,11 @@ export function createMetrics(options: {
   business: boolean;
   liveConversations: () => number;
   liveCalls: (mode: 'pipeline' | 'multimodal' | 'dualplex') => number;
+  /** The server process's index among its siblings (WORKERS above 1): a `worker` label on every metric. */
+  worker?: number;
 }) {
   const registry = new Registry();
+  if (options.worker !== undefined) registry.setDefaultLabels({ worker: String(options.worker) });
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
 
   const httpDuration = new Histogram({

@@ -5,10 +5,10 @@ import { createAuthService } from './auth/service.js';
 import { TokenCache } from './auth/tokenCache.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './store/embedded.js';
-import { migrate } from './store/migrate.js';
+import { prepareDatabase, type PreparedDatabase } from './store/prepare.js';
+import { createSweepGate } from './sweeps.js';
 import { createDatabasePool, type DatabasePool } from './store/pool.js';
-import { ensureDatabase, ping } from './store/database.js';
+import { ping } from './store/database.js';
 import { createAdminService } from './users/admin.js';
 import { createKnowledgeService } from './knowledge/service.js';
 import { createToolService } from './tools/service.js';
@@ -133,30 +133,40 @@ export interface RuntimeOptions {
 }
 
 
-export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}): Promise<Runtime> {
+/**
+ * One server process among several sharing a database another process (the supervisor) prepared:
+ * this one neither starts a database nor migrates.
+ */
+export interface ServerRole {
+  /** The process's index among its siblings (0-based): a field of its log lines and a label of its metrics. */
+  readonly index: number;
+  readonly databaseUrl: string;
+  /** The embedded PostgreSQL's data directory, when the supervisor runs it (for the start-up facts). */
+  readonly embeddedDirectory: string | undefined;
+  /**
+   * No sibling serves yet and the database is the supervisor's alone (the embedded one, at its
+   * start): every call and message left open was left by the start before, and is settled at once.
+   */
+  readonly exclusive: boolean;
+}
+
+export async function startRuntime(config: Config, logger: Logger, options: RuntimeOptions = {}, role?: ServerRole): Promise<Runtime> {
   const clock = options.clock ?? systemClock;
-  let embedded: EmbeddedPostgres | undefined;
-  let databaseUrl = config.databaseUrl;
-  if (!databaseUrl) {
-    embedded = await startEmbeddedPostgres({
-      directory: join(config.dataDir, 'postgres'),
-      settings: config.embeddedPostgresSettings,
-      logger: logger.child({ component: 'postgres' }),
-    });
-    const admin = embedded.urlFor('postgres');
-    await ensureDatabase(admin, 'assistant_platform');
-    databaseUrl = embedded.urlFor('assistant_platform');
-  }
+  const prepared: PreparedDatabase = role
+    ? { databaseUrl: role.databaseUrl, embedded: undefined, embeddedDirectory: role.embeddedDirectory }
+    : await prepareDatabase(config, logger);
+  const { databaseUrl, embedded } = prepared;
+  const exclusive = role ? role.exclusive : embedded !== undefined;
 
   let pool: DatabasePool | undefined;
   try {
-    await migrate(databaseUrl, logger);
     pool = await createDatabasePool(databaseUrl, { maximumPoolSize: config.databasePoolSize });
   } catch (error) {
     await embedded?.stop();
     throw error;
   }
   const db = pool;
+  const sweeps = createSweepGate(db, clock, logger);
   const workers: WorkerPool = createWorkerPool(config.workerPoolSize, { onError: (error) => logger.error({ err: error }, 'a worker thread failed between tasks') });
   const outboundPolicy = { allowPrivate: config.outboundAllowPrivate, allowHosts: new Set(config.outboundAllowHosts) };
   const outbound = createOutboundFetch(outboundPolicy, { logger: logger.child({ component: 'outbound' }), lookup: options.lookup });
@@ -208,6 +218,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     clock,
     turnMs: options.conversationTurnMs,
     turnLeaseSeconds: options.conversationTurnLeaseSeconds,
+    sweeps,
   });
   const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(config.dataDir) };
   const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, clock.now());
@@ -252,7 +263,8 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     endSaveRetryMs: options.callEndRetryMs,
     evaluate: (callId) => evaluator.evaluate(callId),
     presence: config.callPresence,
-    exclusiveDatabase: embedded !== undefined,
+    exclusiveDatabase: exclusive,
+    sweeps,
     databaseUrl,
     indexCall: async (callId) => {
       const row = await callForIndex(db, callId);
@@ -290,16 +302,16 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     voicePreviews: createVoicePreviews({ catalog, tts: speech.tts, dataDir: config.dataDir, devVoice: config.devVoice, logger: logger.child({ component: 'previews' }) }),
   };
 
-  metrics = createMetrics({ pool: db, business: config.metricsBusiness, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode) });
+  metrics = createMetrics({ pool: db, business: config.metricsBusiness, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode), worker: role?.index });
   ingestion.start();
   webhookWorker.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
-  const stopEvaluationSweep = clock.every(5 * 60_000, () => evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')));
+  const stopEvaluationSweep = sweeps.every('evaluations', 5 * 60_000, () => evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')));
   // The embedded database is this process's alone: a message still owed its reply was left by the
   // process before it (killed mid-turn), and is refunded at once rather than after the usual wait.
-  void conversationEngine.refundUnanswered(embedded ? 0 : undefined).catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
+  void conversationEngine.refundUnanswered(exclusive ? 0 : undefined).catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
   const renewNumbers = () => services.phoneNumbers.renewDue().catch((error: unknown) => logger.error({ err: error }, 'phone numbers could not be renewed'));
-  const stopRenewals = clock.every(60 * 60_000, renewNumbers);
+  const stopRenewals = sweeps.every('phone-number-renewals', 60 * 60_000, renewNumbers);
   void renewNumbers();
   logger.info({ searchIndex: index.name, embedder: embedder.model }, 'knowledge ingestion started');
 
@@ -310,7 +322,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     outbound,
     metrics,
     vad,
-    embeddedDirectory: embedded ? join(config.dataDir, 'postgres') : undefined,
+    embeddedDirectory: prepared.embeddedDirectory,
     async health() {
       if (stopping) return 'stopping';
       const probe = ping(db).then(

@@ -1,6 +1,7 @@
 /**
  * Configuration from the environment:
- * 1. defaults: port 3000, host 127.0.0.1, ./data, PUBLIC_URL from host and port, level info.
+ * 1. defaults: port 3000, host 127.0.0.1, ./data, PUBLIC_URL from host and port, level info, a
+ *    server process per core.
  * 2. explicit values are taken and PUBLIC_URL loses a trailing slash; Telnyx's credentials come
  *    together or not at all, its webhook key on its own; Plivo's auth id needs its token, the
  *    token alone checks webhook signatures.
@@ -10,6 +11,7 @@
  * 5. the server entry exits 1 with that line on a bad value.
  */
 import { spawnSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import t from 'tap';
 import { loadConfig, ConfigError } from '../runtime/config.js';
@@ -24,7 +26,9 @@ t.test('defaults', async (t) => {
   t.equal(config.adminToken, undefined);
   t.equal(config.publicUrl, 'http://127.0.0.1:3000');
   t.equal(config.logLevel, 'info');
-  t.ok(config.workerPoolSize >= 1);
+  t.equal(config.workers, availableParallelism(), 'a server process per core');
+  t.equal(config.workerPoolSize, Math.max(1, Math.floor(availableParallelism() / config.workers)), 'the cores shared among them for worker threads');
+  t.equal(loadConfig({ WORKERS: '1' }).workerPoolSize, availableParallelism(), 'one server process has every core for its threads');
   t.equal(config.shutdownGraceMs, 30_000, 'a stop gives live calls 30 s');
   t.same(config.callPresence, { heartbeatMs: 1_000, orphanAfterMs: 30_000, sweepMs: 10_000 }, 'heartbeat every second; a call unvouched for 30 s is swept, sweeps 10 s apart');
   t.equal(config.voiceVad, 'energy', 'the energy VAD unless VOICE_VAD=silero');
@@ -92,6 +96,7 @@ t.test('bad values name the variable', async (t) => {
     [{ LOG_LEVEL: 'loud' }, /^Invalid LOG_LEVEL: expected one of fatal, error, warn, info, debug, trace, silent/],
     [{ ADMIN_TOKEN: 'short' }, /^Invalid ADMIN_TOKEN: must be at least 16 characters/],
     [{ WORKER_POOL_SIZE: '0' }, /^Invalid WORKER_POOL_SIZE/],
+    [{ WORKERS: '0' }, /^Invalid WORKERS/],
     [{ SHUTDOWN_GRACE_SECONDS: '-1' }, /^Invalid SHUTDOWN_GRACE_SECONDS: expected an integer from 0 to 3600/],
     [{ CALL_HEARTBEAT_MS: '10' }, /^Invalid CALL_HEARTBEAT_MS: expected an integer from 100 to 60000/],
     [{ CALL_HEARTBEAT_MS: '1000', CALL_ORPHAN_AFTER_MS: '2000' }, /^Invalid CALL_ORPHAN_AFTER_MS: must be at least three heartbeats \(3 × CALL_HEARTBEAT_MS = 3000\), got "2000"$/],

@@ -45,10 +45,12 @@ export interface HttpServer {
   readonly app: uWS.TemplatedApp;
   /**
    * Binds the port exclusively (a second server on it fails here, instead of sharing its
-   * connections). Until `serve`, when no routing was given at creation, every request is 503.
+   * connections); `shared`: beside the sibling server processes a supervisor started on it (the
+   * kernel spreads the connections among them), the supervisor having checked the port is free.
+   * Until `serve`, when no routing was given at creation, every request is 503.
    * @throws PortInUseError when the port cannot be bound.
    */
-  listen(host: string, port: number): Promise<number>;
+  listen(host: string, port: number, options?: { readonly shared?: boolean }): Promise<number>;
   /** Starts routing requests (the runtime is up). */
   serve(routing: Routing): void;
   /**
@@ -83,14 +85,28 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * Why uWS could not bind (it says only that it could not): the same bind tried with Node's own
  * server reports the operating system's reason, in one line for the operator.
  */
-function bindFailure(host: string, port: number): Promise<PortInUseError> {
-  return new Promise((resolve) => {
+async function bindFailure(host: string, port: number): Promise<PortInUseError> {
+  return probePort(host, port).then(
+    () => new PortInUseError(`Cannot listen on ${host}:${port}: the port is in use by another server. Stop what holds it or set PORT (or HOST) to another one.`),
+    (error: PortInUseError) => error,
+  );
+}
+
+/**
+ * Binds the port with Node's own server and lets it go: resolves with the port (the one picked
+ * when 0 was asked for), or rejects with a PortInUseError saying in one line why it cannot be bound.
+ */
+export function probePort(host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
     const probe = createServer();
-    const done = (reason: string) => resolve(new PortInUseError(`Cannot listen on ${host}:${port}: ${reason}. Stop what holds it or set PORT (or HOST) to another one.`));
-    probe.once('error', (error: NodeJS.ErrnoException) =>
-      done(error.code === 'EADDRINUSE' ? 'the port is in use by another program (or another server of this platform)' : error.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges)' : error.code === 'EADDRNOTAVAIL' ? 'no interface has that address' : (error.code ?? error.message)),
-    );
-    probe.listen({ host, port, exclusive: true }, () => probe.close(() => done('the port is in use by another server')));
+    probe.once('error', (error: NodeJS.ErrnoException) => {
+      const reason = error.code === 'EADDRINUSE' ? 'the port is in use by another program (or another server of this platform)' : error.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges)' : error.code === 'EADDRNOTAVAIL' ? 'no interface has that address' : (error.code ?? error.message);
+      reject(new PortInUseError(`Cannot listen on ${host}:${port}: ${reason}. Stop what holds it or set PORT (or HOST) to another one.`));
+    });
+    probe.listen({ host, port, exclusive: true }, () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : port));
+    });
   });
 }
 
@@ -338,14 +354,15 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
 
   return {
     app,
-    listen(host, port) {
+    listen(host, port, listenOptions = {}) {
       return new Promise((resolveListen, reject) => {
         // Exclusive: without it uWS sets SO_REUSEPORT, and a second server on the port would take
-        // half of the connections of the first (each with its own database).
+        // half of the connections of the first (each with its own database). Shared, that is
+        // what the sibling processes of one supervisor want.
         (app as uWS.TemplatedApp & { listen(host: string, port: number, options: number, cb: (socket: uWS.us_listen_socket | false) => void): uWS.TemplatedApp }).listen(
           host,
           port,
-          (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT,
+          listenOptions.shared ? 0 : (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT,
           (socket) => {
             if (!socket) {
               void bindFailure(host, port).then(reject);

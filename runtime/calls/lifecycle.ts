@@ -22,6 +22,7 @@ import type { WavRecorder } from './recording.js';
 import { LiveCalls, liveCallEntry, type LiveCall, type StreamToken } from './registry.js';
 import { insertCall, updateCallStatus } from './repository.js';
 import { callSpec, type CallSpecDeps } from './spec.js';
+import type { SweepGate } from '../sweeps.js';
 
 /**
  * A live call from its start to its saved end: the row and the session created together (or the
@@ -72,6 +73,8 @@ export interface VoiceDeps extends CallSpecDeps {
   readonly databaseUrl?: string;
   /** A carrier's status callback, asked of this process by another (the call is held here). */
   carrierStatus?(carrier: string, callId: number, carrierCallId: string, status: CarrierStatus | undefined, answeredBy?: AnsweredBy): void;
+  /** Runs the sweep of left calls once per period across processes. */
+  readonly sweeps?: SweepGate;
 }
 
 /** A call being started: where it comes from, and the carrier its number records (none for a web call). */
@@ -146,6 +149,7 @@ export class CallLifecycle {
       settled: () => deps.wakeWebhooks(),
       lost: (ids) => this.lost(ids),
       afterBeat: () => this.afterBeat(),
+      sweeps: deps.sweeps,
     });
     this.presence.start({ exclusive: deps.exclusiveDatabase ?? false });
     this.commands = createCallCommands({

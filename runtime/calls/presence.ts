@@ -1,6 +1,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
+import type { SweepGate } from '../sweeps.js';
 import { callCosts } from '../prices.js';
 import { chargeEnded, rateOf } from './charges.js';
 import { recoverRecording } from './recording.js';
@@ -52,6 +53,8 @@ export interface CallPresenceDeps {
   lost(ids: readonly number[]): Promise<void>;
   /** Runs after each beat is written (before the next may start): the calls' events and the requests waiting for them. */
   afterBeat?(): Promise<void>;
+  /** Runs the periodic sweep once per period across processes; without it, every `sweepMs` here. */
+  readonly sweeps?: SweepGate;
 }
 
 export function createCallPresence(deps: CallPresenceDeps) {
@@ -148,7 +151,7 @@ export function createCallPresence(deps: CallPresenceDeps) {
   return {
     /** Sweeps now and then every `sweepMs`; `exclusive`: the database is this process's alone, so the first sweep takes every open call at once. */
     start(options: { exclusive: boolean }): void {
-      stopSweeps = clock.every(timings.sweepMs, () => sweep());
+      stopSweeps = deps.sweeps ? deps.sweeps.every('left-calls', timings.sweepMs, () => sweep()) : clock.every(timings.sweepMs, () => sweep());
       void sweep({ all: options.exclusive });
     },
     arm,

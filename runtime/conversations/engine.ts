@@ -4,6 +4,7 @@ import { createActor, fromPromise, type ActorRefFrom } from 'xstate';
 import type { AssistantRow, AssistantWithTools } from '../assistants/repository.js';
 import { within } from '../bounded.js';
 import { deadlineSignal, sleep, type Clock } from '../clock.js';
+import type { SweepGate } from '../sweeps.js';
 import type { CatalogService } from '../catalog/service.js';
 import { PlatformError } from '../errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
@@ -51,6 +52,8 @@ export interface EngineDeps {
   readonly logger: Logger;
   /** The clock of the engine's timers: sweeps, turn deadlines, lease renewals and waits for a turn. */
   readonly clock: Clock;
+  /** Runs the sweep of unanswered messages once per period across processes; without it, every minute here. */
+  readonly sweeps?: SweepGate;
   /** Idle time after which an actor is dropped from memory. @defaultValue 10 minutes */
   readonly idleMs?: number;
   /**
@@ -321,9 +324,9 @@ export function createConversationEngine(deps: EngineDeps) {
     return refunded;
   }
 
-  const stopRefundSweep = clock.every(60_000, () =>
-    refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded')),
-  );
+  const refundSweep = () =>
+    refundUnanswered().catch((error: unknown) => logger.error({ err: error }, 'unanswered messages could not be refunded'));
+  const stopRefundSweep = deps.sweeps ? deps.sweeps.every('unanswered-messages', 60_000, refundSweep) : clock.every(60_000, refundSweep);
 
   /**
    * The conversation's actor, rebuilt when the assistant or its tools changed since it was built

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { get } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -45,7 +46,7 @@ export interface ServerProcessOptions {
 export function spawnServer(options: ServerProcessOptions): ServerProcess {
   const [command, args] = options.npm ? ['npm', ['start']] : [process.execPath, ['--import', 'tsx', 'api/main.ts']];
   const child = spawn(command, args, {
-    env: { ...process.env, PORT: '0', DATA_DIR: options.dataDir, DATABASE_URL: '', LOG_LEVEL: 'info', DEV_VOICE: 'tone', ...options.env },
+    env: { ...process.env, PORT: '0', DATA_DIR: options.dataDir, DATABASE_URL: '', LOG_LEVEL: 'info', DEV_VOICE: 'tone', WORKERS: '1', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached ?? false,
   });
@@ -83,6 +84,17 @@ export function spawnServer(options: ServerProcessOptions): ServerProcess {
     line,
     listening: async () => `http://127.0.0.1:${(await line('platform listening')).port as number}`,
   };
+}
+
+/** GET over a connection of its own: with several server processes on one port, the kernel picks one for each. */
+export function getFresh(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    get(url, { agent: false }, (response) => {
+      let body = '';
+      response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      response.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
 }
 
 /** Polls `probe` every 20 ms until it returns a value; fails after `withinMs`. */
