@@ -51,11 +51,7 @@ let gaps: number[] = [];
 let voiceToVoice: number[] = [];
 let agentFrames = 0;
 
-/** Streams refused by a server process other than the call's, and dialled again. */
-let redials = 0;
-const REDIALS = 40;
-
-function dial(call: Dial, attempt = 0): void {
+function dial(call: Dial): void {
   const line = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } }, { decode: false });
   const phone: Phone = { line, offset: Math.floor(Math.random() * turnMs), started: 0, spoken: 0, lastSpeechAt: undefined, waiting: false, talking: false, lastAgentFrameAt: undefined };
   line.on('payload', (payload) => {
@@ -69,14 +65,6 @@ function dial(call: Dial, attempt = 0): void {
       voiceToVoice.push(now - phone.lastSpeechAt);
       phone.waiting = false;
     }
-  });
-  // A stream is taken only by the server process that placed its call; with several on one port,
-  // one that lands on another is refused (1008) before any audio: dialled again, a new connection
-  // may land anywhere.
-  line.on('close', (code) => {
-    if (code !== 1008 || phone.lastAgentFrameAt !== undefined || attempt >= REDIALS) return;
-    redials++;
-    dial(call, attempt + 1);
   });
   line.open().then(
     () => {
@@ -120,7 +108,7 @@ pump();
 process.on('message', (message: { dial?: Dial; report?: boolean; hangUp?: boolean }) => {
   if (message.dial) dial(message.dial);
   if (message.report) {
-    process.send!({ gaps, voiceToVoice, agentFrames, redials, connected: phones.filter((p) => !p.line.closed).length });
+    process.send!({ gaps, voiceToVoice, agentFrames, connected: phones.filter((p) => !p.line.closed).length });
     gaps = [];
     voiceToVoice = [];
     agentFrames = 0;
