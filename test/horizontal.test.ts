@@ -154,6 +154,7 @@ function streaming<L extends PhoneLine>(line: L): L & { audible: () => number } 
   line.on('audio', (frame: Int16Array) => void (frame.some((sample) => sample !== 0) && audible++));
   const timer = setInterval(() => line.speak(), 20);
   line.socket.on('close', () => clearInterval(timer));
+  line.socket.on('error', () => clearInterval(timer));
   return Object.assign(line, { audible: () => audible });
 }
 
@@ -185,7 +186,11 @@ async function webCall(on: number, streamTo: number) {
   if (started.status !== 201) throw new Error(`web call: ${started.status} ${JSON.stringify(started.body)}`);
   cluster.proxy.nextTo(streamTo);
   const line = streaming(new WebCallLine(started.body.websocket_url as string));
-  await line.open();
+  // A refused upgrade leaves the socket to its opener (ws does not close it): ended here, with its frames.
+  await line.open().catch((error: Error) => {
+    line.socket.terminate();
+    throw error;
+  });
   return { id: started.body.call_id as number, line };
 }
 
