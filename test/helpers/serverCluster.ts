@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -43,7 +44,12 @@ export interface ServerCluster {
    * that process (still through the proxy; only while nothing else connects at the same time).
    * `upstream`: the process that answered.
    */
-  api<T = any>(method: string, path: string, options?: { body?: unknown; token?: string; to?: number; form?: URLSearchParams; headers?: Record<string, string> }): Promise<ApiAnswer<T> & { upstream: number }>;
+  api<T = any>(method: string, path: string, options?: { body?: unknown; token?: string; to?: number; form?: URLSearchParams | FormData; headers?: Record<string, string> }): Promise<ApiAnswer<T> & { upstream: number }>;
+  /**
+   * The process that opened the loopback connection whose port is `port` (a request one made to a
+   * server of the test: the request's `socket.remotePort`), while that connection is open.
+   */
+  processOf(port: number): number | undefined;
   /** SIGKILLs process `index`, then takes it out of the proxy's turn; resolves once it is gone. */
   kill(index: number): Promise<void>;
 }
@@ -56,7 +62,7 @@ export interface ServerClusterOptions {
 }
 
 /** One HTTP request on a connection of its own (no keep-alive pool): the proxy gives it the next process. */
-export function requestOnce(url: string, init: { method: string; headers?: Record<string, string>; body?: string }): Promise<ApiAnswer<string> & { clientPort: number }> {
+export function requestOnce(url: string, init: { method: string; headers?: Record<string, string>; body?: string | Buffer }): Promise<ApiAnswer<string> & { clientPort: number }> {
   return new Promise((resolve, reject) => {
     const request = httpRequest(url, { method: init.method, headers: init.headers, agent: false }, (response) => {
       const clientPort = response.socket.localPort!;
@@ -69,6 +75,30 @@ export function requestOnce(url: string, init: { method: string; headers?: Recor
     request.on('error', reject);
     request.end(init.body);
   });
+}
+
+/**
+ * The one of `pids` holding the open TCP socket bound locally to `port` (Linux: the socket's inode
+ * in /proc/net/tcp, found among each process's file descriptors).
+ */
+export function socketOwner(port: number, pids: readonly number[]): number | undefined {
+  const local = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = new Set(
+    readFileSync('/proc/net/tcp', 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((line) => line.trim().split(/\s+/))
+      .filter((fields) => fields[1]?.endsWith(local))
+      .map((fields) => `socket:[${fields[9]}]`),
+  );
+  for (const pid of pids) {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        if (inodes.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) return pid;
+      } catch {}
+    }
+  }
+  return undefined;
 }
 
 export async function startServerCluster(t: Test, options: ServerClusterOptions = {}): Promise<ServerCluster> {
@@ -113,18 +143,25 @@ export async function startServerCluster(t: Test, options: ServerClusterOptions 
     origin: proxy.origin,
     databaseUrl,
     async api(method, path, { body, token, to, form, headers = {} } = {}) {
+      // A form is sent as a browser sends it: URL-encoded, or multipart with its files.
+      const encoded = form instanceof FormData ? new Response(form) : undefined;
+      const [type, payload] =
+        encoded ? [encoded.headers.get('content-type')!, Buffer.from(await encoded.arrayBuffer())]
+        : form ? ['application/x-www-form-urlencoded', form.toString()]
+        : body === undefined ? [undefined, undefined]
+        : ['application/json', JSON.stringify(body)];
       if (to !== undefined) proxy.nextTo(to);
       const answer = await requestOnce(`${proxy.origin}/api${path}`, {
         method,
-        headers: {
-          ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : body === undefined ? {} : { 'content-type': 'application/json' }),
-          ...(token ? { authorization: `Bearer ${token}` } : {}),
-          ...headers,
-        },
-        body: form ? form.toString() : body === undefined ? undefined : JSON.stringify(body),
+        headers: { ...(type ? { 'content-type': type } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
+        body: payload,
       });
       const json = answer.body && String(answer.headers['content-type'] ?? '').includes('json');
       return { status: answer.status, headers: answer.headers, body: json ? JSON.parse(answer.body) : answer.body, upstream: proxy.upstreamOf(answer.clientPort) ?? -1 };
+    },
+    processOf(port) {
+      const pid = socketOwner(port, members.map((member) => member.pid));
+      return members.find((member) => member.pid === pid)?.index;
     },
     async kill(index) {
       const member = members[index]!;
