@@ -451,6 +451,10 @@ t.test('12. a process killed while holding a web call: the survivors settle it',
   await talked(id);
   await cluster.kill(p2);
   t.same(cluster.proxy.up(), [p0, p1], 'the proxy skips the killed process');
+  const after = [];
+  for (let i = 0; i < 4; i++) after.push(await cluster.api('GET', '/user', { token: a.token }));
+  t.ok(after.every((answer) => answer.status === 200), 'requests go on being answered');
+  t.same(new Set(after.map((answer) => answer.upstream)), new Set([p0, p1]), 'by the two survivors');
   await until('the caller\'s socket cut', () => (line.closed ? true : undefined));
   const ended = await endedCall(id, 20_000);
   t.match(ended, { status: 'ended' }, 'ended by a survivor\'s sweep');
