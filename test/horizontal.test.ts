@@ -13,7 +13,7 @@
  * 4. A hang-up sent to another process than the one holding a web call ends it.
  * 5. Webhooks: calls ended on each of the three processes are each delivered once, signed
  *    (Standard Webhooks `webhook-id` unique, one per call).
- * 6-9 (todo until calls are owned by the process holding their stream, issue 22 item 1):
+ * 6-9: calls are held by the process that accepts their media stream.
  * 6. A web call whose socket lands on another process than the one that created it completes.
  * 7. An inbound Twilio call whose voice webhook, media stream and status callback land on three
  *    different processes completes.
@@ -30,11 +30,9 @@
  *    the process that held the call).
  * 12. A process killed (SIGKILL) while holding a web call: the proxy skips it and a survivor's
  *    sweep settles the call (ended, charged once, its webhook delivered once).
- * 13 (todo, item 1). The process holding a Twilio call whose webhook another took is killed: the
+ * 13. The process holding a Twilio call whose webhook another took is killed: the
  *    survivor settles it.
- * Today 6-9 and 13 fail because a stream landing on a process other than the one that created
- * its call is refused: a web call's upgrade with 401, a Twilio media stream closed (1008) after a
- * `start` that claims no call waiting there. `AP_TEST_RUN_TODO=1` runs them.
+ * `AP_TEST_RUN_TODO=1` runs the todo scenarios.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -56,7 +54,6 @@ const TWILIO_TOKEN = 'twilio-auth-token-0123456789';
 const CALLER = '+14155550199';
 /** `AP_TEST_RUN_TODO=1` runs the todo scenarios as ordinary tests (tap skips a todo test's body). */
 const todo = (reason: string) => (process.env.AP_TEST_RUN_TODO ? {} : { todo: reason });
-const ITEM_1 = todo('calls are owned by the stream process (issue 22 item 1)');
 const SHARED_FILES = todo('uploads and recordings are kept under the DATA_DIR of one process');
 
 /** A Standard Webhooks receiver: every delivery verified against the owner's secret, kept with its `webhook-id`. */
@@ -330,7 +327,7 @@ t.test('5. calls ended on each of the three processes: each webhook delivered on
   t.ok(mine.every((d) => d.verified), 'each verifies with the owner\'s secret');
 });
 
-t.test('6. a web call whose socket lands on another process completes', ITEM_1, async (t) => {
+t.test('6. a web call whose socket lands on another process completes', async (t) => {
   const { id, line } = await webCall(p0, p1).catch((error: Error) => {
     throw new Error(`the stream was refused: ${error.message}`);
   });
@@ -341,7 +338,7 @@ t.test('6. a web call whose socket lands on another process completes', ITEM_1, 
   t.equal((await callCharges()).get(id), 1, 'one ledger entry');
 });
 
-t.test('7. an inbound Twilio call: webhook, media stream and status callback on three processes', ITEM_1, async (t) => {
+t.test('7. an inbound Twilio call: webhook, media stream and status callback on three processes', async (t) => {
   const callSid = 'CAf0000000000000000000000000000008';
   const { id, phone } = await twilioCallIn(callSid, p0, p1);
   await answered(id, phone, p1);
@@ -357,7 +354,7 @@ t.test('7. an inbound Twilio call: webhook, media stream and status callback on 
   await receiver.delivered([id]);
 });
 
-t.test('8. an outbound Twilio call placed on one process and answered on another', ITEM_1, async (t) => {
+t.test('8. an outbound Twilio call placed on one process and answered on another', async (t) => {
   const before = twilio.requests.length;
   const placed = await cluster.api('POST', '/user/calls', { body: { assistant_id: a.outbound.id, phone_number: '+14155550101' }, token: a.token, to: p0 });
   t.equal(placed.status, 201, 'placed on process 0');
@@ -380,7 +377,7 @@ t.test('8. an outbound Twilio call placed on one process and answered on another
   t.equal((await callCharges()).get(id), 1, 'one ledger entry');
 });
 
-t.test('9. a hang-up sent to a third process ends a Twilio call held by another', ITEM_1, async (t) => {
+t.test('9. a hang-up sent to a third process ends a Twilio call held by another', async (t) => {
   const callSid = 'CAf0000000000000000000000000000010';
   const { id, phone } = await twilioCallIn(callSid, p0, p1);
   await answered(id, phone, p1);
@@ -466,7 +463,7 @@ t.test('12. a process killed while holding a web call: the survivors settle it',
   t.equal(settledBy.length, 1, `settled by one survivor (process ${settledBy.map((p) => p.index).join(', ')})`);
 });
 
-t.test('13. the process holding a Twilio call is killed: a survivor settles it', ITEM_1, async (t) => {
+t.test('13. the process holding a Twilio call is killed: a survivor settles it', async (t) => {
   const { id, phone } = await twilioCallIn('CAf0000000000000000000000000000011', p0, p1);
   await answered(id, phone, p1);
   await talked(id);
