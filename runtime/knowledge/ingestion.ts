@@ -115,16 +115,19 @@ export function createIngestion(options: IngestionOptions) {
       return;
     }
     if (outcome === 'taken over' || outcome === 'superseded') {
-      leaseLost(job);
+      leaseLost(job, 'indexed');
       return;
     }
     logger.info({ documentId: job.document_id, chunks: chunks.length, attempt: job.attempts }, 'document ingested');
   }
 
-  /** A run found its job claimed again (its lease ran out while it worked): the newer run settles it. */
-  function leaseLost(job: ClaimedJob): void {
+  /**
+   * A run found its job claimed again (its lease ran out while it worked): the newer run settles it.
+   * `result` is what was dropped: the document's chunks, its failure, or a retry.
+   */
+  function leaseLost(job: ClaimedJob, result: 'indexed' | 'failed' | 'retry'): void {
     options.onLeaseLost?.();
-    logger.warn({ documentId: job.document_id, jobId: job.id, attempt: job.attempts }, 'the lease on a document job was taken over; its result is dropped');
+    logger.warn({ documentId: job.document_id, jobId: job.id, attempt: job.attempts, result }, 'the lease on a document job was taken over; its result is dropped');
   }
 
   function isPermanent(error: unknown): boolean {
@@ -144,7 +147,7 @@ export function createIngestion(options: IngestionOptions) {
       // Claimed this often with no outcome recorded: each run ended with its process (a document
       // that brings the process down, or takes longer than its lease every time). Not run again.
       try {
-        if (!(await pool.transaction((tx) => failJob(tx, job, 'The document could not be processed.')))) return leaseLost(job);
+        if (!(await pool.transaction((tx) => failJob(tx, job, 'The document could not be processed.')))) return leaseLost(job, 'failed');
         await index.deleteDocument(job.user_id, job.document_id);
         logger.error({ documentId: job.document_id, attempt: job.attempts }, 'document failed: its runs never finished');
       } catch (error) {
@@ -161,13 +164,13 @@ export function createIngestion(options: IngestionOptions) {
       const message = userMessage(error);
       try {
         if (isPermanent(error) || job.attempts >= maxAttempts) {
-          if (!(await pool.transaction((tx) => failJob(tx, job, message)))) return leaseLost(job);
+          if (!(await pool.transaction((tx) => failJob(tx, job, message)))) return leaseLost(job, 'failed');
           // Chunks an earlier run wrote to an index outside PostgreSQL before its outcome could be
           // recorded (search does not look at the document's status).
           await index.deleteDocument(job.user_id, job.document_id);
           logger.info({ documentId: job.document_id, attempt: job.attempts, reason: message }, 'document failed');
         } else {
-          if (!(await retryJob(pool, job, message, backoffMs * 4 ** (job.attempts - 1)))) return leaseLost(job);
+          if (!(await retryJob(pool, job, message, backoffMs * 4 ** (job.attempts - 1)))) return leaseLost(job, 'retry');
           logger.warn({ err: error, documentId: job.document_id, attempt: job.attempts }, 'document ingestion will be retried');
         }
       } catch (settleError) {
