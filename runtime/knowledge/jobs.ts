@@ -52,14 +52,17 @@ export async function claimJob(db: CommonQueryMethods, leaseMs: number): Promise
 const ownClaim = (job: ClaimedJob) => sql.fragment`id = ${job.id} AND status = 'running' AND claim = ${job.claim}::uuid`;
 
 /**
- * Holds the job under this claim until the end of the transaction `db` is (a row lock: no other
- * claim can take it over meanwhile, nor can the document be deleted). What is written after it in
- * that transaction is written under the lease. @returns `taken over` when the job carries another
- * claim (or is settled), `deleted` when its document is gone.
+ * Holds the job under this claim until the end of the transaction `db` is: its document's row,
+ * then the job's, are locked, so no other claim can take the job over and no delete can remove the
+ * document meanwhile. What is written after it in that transaction is written under the lease.
+ * @returns `taken over` when the job carries another claim (or is settled), `deleted` when its
+ * document is gone.
  */
 export async function holdJob(db: CommonQueryMethods, job: ClaimedJob): Promise<'held' | 'taken over' | 'deleted'> {
-  if (await db.exists(sql.unsafe`SELECT 1 FROM document_jobs WHERE ${ownClaim(job)} FOR UPDATE`)) return 'held';
-  return (await documentExists(db, job.document_id)) ? 'taken over' : 'deleted';
+  // The document before its job: the order in which a document's delete (its cascade) takes them,
+  // so the two wait for each other instead of deadlocking.
+  if (!(await db.exists(sql.unsafe`SELECT 1 FROM documents WHERE id = ${job.document_id} FOR NO KEY UPDATE`))) return 'deleted';
+  return (await db.exists(sql.unsafe`SELECT 1 FROM document_jobs WHERE ${ownClaim(job)} FOR UPDATE`)) ? 'held' : 'taken over';
 }
 
 export async function renewLease(db: CommonQueryMethods, job: ClaimedJob, leaseMs: number): Promise<void> {
