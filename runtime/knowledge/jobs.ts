@@ -89,11 +89,12 @@ async function documentExists(db: CommonQueryMethods, documentId: number): Promi
 
 /**
  * Final failure: document failed with a message for the user (unless the job was claimed again
- * meanwhile). @returns whether it was recorded (false: the job was not this claim's any more).
+ * meanwhile), under `holdJob`'s locks. Run inside a transaction.
+ * @returns whether it was recorded (false: the job was not this claim's any more, or is gone).
  */
 export async function failJob(db: CommonQueryMethods, job: ClaimedJob, message: string): Promise<boolean> {
-  const own = await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE ${ownClaim(job)}`);
-  if (own.rowCount === 0) return false;
+  if ((await holdJob(db, job)) !== 'held') return false;
+  await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE ${ownClaim(job)}`);
   await db.query(sql.unsafe`UPDATE documents SET status = 'failed', error = ${message}, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
   return true;
