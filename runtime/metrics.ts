@@ -32,6 +32,12 @@ export function createMetrics(options: {
   });
   const sockets = new Gauge({ name: 'open_sockets', help: 'Open WebSockets by kind', labelNames: ['kind'], registers: [registry] });
   const webhookAttempts = new Counter({ name: 'webhook_deliveries_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'], registers: [registry] });
+  const leasesLost = new Counter({
+    name: 'background_results_dropped_total',
+    help: 'Results of background work dropped because another process had taken over its lease, by worker (webhook, ingestion, evaluation)',
+    labelNames: ['worker'],
+    registers: [registry],
+  });
   new Gauge({
     name: 'active_conversations',
     help: 'Conversation actors live in this process',
@@ -104,6 +110,10 @@ export function createMetrics(options: {
     },
     webhookAttempt(outcome: 'delivered' | 'retry' | 'failed'): void {
       webhookAttempts.inc({ outcome });
+    },
+    /** A background worker's result was dropped: its lease had been taken over. */
+    leaseLost(worker: 'webhook' | 'ingestion' | 'evaluation'): void {
+      leasesLost.inc({ worker });
     },
     voice: {
       voiceToVoice(ms: number): void {

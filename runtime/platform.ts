@@ -181,6 +181,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     await embedded?.stop();
     throw error;
   }
+  let metrics: Metrics | undefined;
   const ingestion = createIngestion({
     pool: db,
     workers,
@@ -192,9 +193,9 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     clock,
     concurrency: config.ingestionConcurrency,
     leaseMs: config.ingestionLeaseMs,
+    onLeaseLost: () => metrics?.leaseLost('ingestion'),
   });
 
-  let metrics: Metrics | undefined;
   const webhookWorker = createWebhookWorker({
     pool: db,
     fetch: outbound,
@@ -203,6 +204,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     retryDelaysMs: config.webhookRetryDelaysMs,
     legacySignature: config.webhookLegacySignature,
     onAttempt: (outcome) => metrics?.webhookAttempt(outcome),
+    onLeaseLost: () => metrics?.leaseLost('webhook'),
   });
   const catalog = createCatalogService({ pool: db });
   const knowledge = createKnowledgeService({ pool: db, workers, index, embedder, dataDir: config.dataDir, logger, onEnqueued: () => ingestion.wake() });
@@ -234,7 +236,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     genderOf: async (voice) => (await catalog.get()).rows.voices.find((row) => row.provider_voice_id === voice)?.gender as VoiceGender | undefined,
   });
   const carriers = createCarriers({ twilio: config.twilio, telnyx: config.telnyx, vonage: config.vonage, plivo: config.plivo && { ...config.plivo, publicUrl } }, voiceLogger, clock, options.carrier);
-  const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, onDone: () => webhookWorker.wake() });
+  const evaluator = createEvaluator({ pool: db, catalog, llm, logger: voiceLogger, clock, onDone: () => webhookWorker.wake(), onLeaseLost: () => metrics?.leaseLost('evaluation') });
   const voice = createVoiceService({
     pool: db,
     catalog,
@@ -365,9 +367,9 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       await synthesizer?.close();
       await conversationEngine.stop();
       // Side by side: an attempt in flight finishes (it has its own 10 s limit), an evaluation left
-      // unfinished after `graceMs` is taken up again at the next start, and a document job still
-      // running (it had the whole stop so far) is given back to be run again.
-      await Promise.all([webhookWorker.stop(), within(evaluator.idle(), graceMs), ingestion.stop(0)]);
+      // unfinished after `graceMs` is given back (taken up again by another process, or at the next
+      // start), and a document job still running (it had the whole stop so far) is given back to be run again.
+      await Promise.all([webhookWorker.stop(), within(evaluator.idle(), graceMs).then(() => evaluator.release()), ingestion.stop(0)]);
       await workers.close();
       // The pool's end waits for the statements still running (store/pool.ts); should it fail
       // all the same, the stop still goes on to the database's.

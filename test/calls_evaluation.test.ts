@@ -77,14 +77,16 @@ t.test('with the dev model, without a fake: the fields come from the caller word
   t.same(call.evaluation, { customer_name: 'My budget is 300, yes please.', budget: 300, interested: true });
 });
 
-t.test('an evaluation still pending long after its call (its result could not be saved) is taken up again while the process runs', async (t) => {
+t.test('an evaluation still pending after its lease ran out (its result could not be saved) is taken up again while the process runs', async (t) => {
   const { s, callId } = await devEvaluatedCall(t);
   const evaluator = s.api.platform.runtime.services.evaluator;
-  // As if saving the result had failed: pending, the call untouched for five minutes...
-  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET evaluation_status = 'pending', evaluation = NULL, updated_at = now() - interval '5 minutes' WHERE id = $1`, [callId]));
-  t.equal(await evaluator.sweep(), 0, 'a young one may be under way elsewhere: left alone');
-  // ...and twenty.
-  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET updated_at = now() - interval '20 minutes' WHERE id = $1`, [callId]));
+  // As if saving the result had failed: pending, its lease still running...
+  await withClient(s.api.databaseUrl, (db) =>
+    db.query(`UPDATE calls SET evaluation_status = 'pending', evaluation = NULL, evaluation_lease_expires_at = now() + interval '1 minute' WHERE id = $1`, [callId]),
+  );
+  t.equal(await evaluator.sweep(), 0, 'under a live lease it may be under way elsewhere: left alone');
+  // ...and run out.
+  await withClient(s.api.databaseUrl, (db) => db.query(`UPDATE calls SET evaluation_lease_expires_at = now() - interval '1 second' WHERE id = $1`, [callId]));
   const [mine, theirs] = await Promise.all([evaluator.sweep(), evaluator.sweep()]);
   t.same([mine, theirs].sort(), [0, 1], 'two sweeps at once (as two processes): one takes it');
   const call = (await s.api.request('GET', `/user/calls/${callId}`, { token: s.token })).body.data;

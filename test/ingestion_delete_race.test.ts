@@ -1,7 +1,8 @@
 /**
  * A document deleted while its chunks are being written to the search index leaves nothing
- * behind there: the delete may clear the index before the chunks arrive (as with Elasticsearch,
- * which has no foreign key to cascade), so ingestion removes them once it finds the document gone.
+ * behind there: the chunks are written under the job's row lock, so the delete (whose cascade
+ * takes the job's row) waits for them, and the index clean-up that follows the delete (as the
+ * knowledge service does it; Elasticsearch has no foreign key to cascade) finds them there.
  * The index here keeps chunks by document as an external index does; the rest is the real worker
  * pool, local embedder and database. A job whose every run ended with its process is failed, not
  * run again; a run whose lease ran out does not settle the job over its newer claim.
@@ -67,21 +68,24 @@ function ingestionOf(s: Awaited<ReturnType<typeof setup>>, index: SearchIndex) {
   });
 }
 
-t.test('chunks of a document deleted during indexing are removed', async (t) => {
+t.test('a document deleted during indexing waits for the chunks, and its clean-up removes them', async (t) => {
   const s = await setup(t, { name: 'faq.txt', text: 'Refunds take five working days.\n\nShipping is free above fifty euros.' });
   const { databaseUrl } = s;
   const documentId = await documentWithJob(databaseUrl, 'FAQ', 'faq.txt');
 
   const stored = new Map<number, readonly IndexedChunk[]>();
-  let indexed!: () => void;
-  const indexing = new Promise<void>((resolve) => (indexed = resolve));
+  let deleting: Promise<unknown> | undefined;
+  let deleted = false;
+  let waited = false;
   const index = {
     name: 'elasticsearch',
     async replaceDocument(document, chunks) {
-      // The user's delete lands (and clears the index) while the chunks are on their way.
-      await withClient(databaseUrl, (db) => db.query('DELETE FROM documents WHERE id = $1', [document.documentId]));
+      // The user's delete lands while the chunks are on their way: it waits on the job's row.
+      deleting = withClient(databaseUrl, (db) => db.query('DELETE FROM documents WHERE id = $1', [document.documentId])).then(() => (deleted = true));
+      while (!deleted && !waited) {
+        waited = await withClient(databaseUrl, async (db) => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM documents%'`)).rowCount! > 0);
+      }
       stored.set(document.documentId, chunks);
-      indexed();
     },
     async deleteDocument(_userId, id) {
       stored.delete(id);
@@ -90,7 +94,11 @@ t.test('chunks of a document deleted during indexing are removed', async (t) => 
 
   const ingestion = ingestionOf(s, index);
   ingestion.start();
-  await indexing;
+  await ingestion.idle();
+  t.ok(waited && stored.has(documentId), 'the delete waited until the chunks were written');
+  await deleting;
+  // The knowledge service's delete, once its transaction is done, clears the index.
+  await index.deleteDocument(0, documentId);
   await ingestion.stop();
   t.notOk(stored.has(documentId), 'no chunk of the deleted document is left in the index');
 });

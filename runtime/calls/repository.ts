@@ -362,31 +362,57 @@ export async function evaluationSubject(db: CommonQueryMethods, callId: number):
         FROM calls c LEFT JOIN assistants a ON a.id = c.assistant_id WHERE c.id = ${callId} AND c.evaluation_status = 'pending'`);
 }
 
-/** Stores a call's evaluation (`done`, or `failed` when `ok` is false) once: false when it was no longer pending. */
-export async function saveEvaluation(db: CommonQueryMethods, callId: number, evaluation: Record<string, unknown>, ok: boolean): Promise<boolean> {
-  const saved = await db.query(sql.unsafe`UPDATE calls SET evaluation = ${sql.jsonb(storableJson(evaluation) as never)}, evaluation_status = ${ok ? 'done' : 'failed'}, updated_at = now() WHERE id = ${callId} AND evaluation_status = 'pending'`);
-  return saved.rowCount > 0;
+/**
+ * A pending evaluation is held by a claim (an id of its own) with a lease in database time. Only
+ * the holder saves a result, so an evaluation taken over after its lease ran out (its process
+ * stalled, or stopped) is written once, by whichever run holds it then.
+ */
+const evaluationClaimRow = z.object({ id: z.number(), claim: z.string() });
+export type EvaluationClaim = z.infer<typeof evaluationClaimRow>;
+
+/** Unheld: never claimed, released, or its lease ran out. */
+const evaluationUnheld = sql.fragment`evaluation_status = 'pending' AND (evaluation_lease_expires_at IS NULL OR evaluation_lease_expires_at < now())`;
+
+/** Claims `callId`'s pending evaluation for `leaseMs`; null when it is not pending or another claim holds it. */
+export async function claimEvaluation(db: CommonQueryMethods, callId: number, leaseMs: number): Promise<EvaluationClaim | null> {
+  return db.maybeOne(sql.type(evaluationClaimRow)`
+    UPDATE calls SET evaluation_claim = gen_random_uuid(), evaluation_lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
+    WHERE id = ${callId} AND ${evaluationUnheld}
+    RETURNING id, evaluation_claim::text AS claim`);
 }
 
-const idRow = z.object({ id: z.number() });
+/** Claims the oldest pending evaluation that no claim holds, for `leaseMs`; null when there is none. */
+export async function claimNextEvaluation(db: CommonQueryMethods, leaseMs: number): Promise<EvaluationClaim | null> {
+  return db.maybeOne(sql.type(evaluationClaimRow)`
+    UPDATE calls c SET evaluation_claim = gen_random_uuid(), evaluation_lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
+    FROM (SELECT id FROM calls WHERE ${evaluationUnheld} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) AS next
+    WHERE c.id = next.id
+    RETURNING c.id, c.evaluation_claim::text AS claim`);
+}
 
-/** Calls whose evaluation is pending, oldest first (at most 100). */
-export async function pendingEvaluations(db: CommonQueryMethods): Promise<readonly number[]> {
-  return db.anyFirst(sql.type(idRow)`SELECT id FROM calls WHERE evaluation_status = 'pending' ORDER BY id LIMIT 100`);
+const heldEvaluation = (held: EvaluationClaim) => sql.fragment`id = ${held.id} AND evaluation_status = 'pending' AND evaluation_claim = ${held.claim}::uuid`;
+
+/** Extends the lease of an evaluation still held by `held`; false when it is not (taken over, or settled). */
+export async function renewEvaluationLease(db: CommonQueryMethods, held: EvaluationClaim, leaseMs: number): Promise<boolean> {
+  const renewed = await db.query(sql.unsafe`UPDATE calls SET evaluation_lease_expires_at = now() + ${leaseMs} * interval '1 millisecond' WHERE ${heldEvaluation(held)}`);
+  return renewed.rowCount > 0;
+}
+
+/** Gives a held evaluation back (at a stop): any process takes it up at once. */
+export async function releaseEvaluation(db: CommonQueryMethods, held: EvaluationClaim): Promise<void> {
+  await db.query(sql.unsafe`UPDATE calls SET evaluation_claim = NULL, evaluation_lease_expires_at = NULL WHERE ${heldEvaluation(held)}`);
 }
 
 /**
- * Claims calls whose evaluation has been pending with the call untouched for `staleMinutes` (at
- * most 100), by touching them: another process's sweep leaves them for as long again.
+ * Stores a call's evaluation (`done`, or `failed` when `ok` is false) while `held` holds it: false
+ * when it does not any more (another process took it over, and saves its own).
  */
-export async function claimStaleEvaluations(db: CommonQueryMethods, staleMinutes: number): Promise<readonly number[]> {
-  return db.anyFirst(sql.type(idRow)`
-        UPDATE calls SET updated_at = now()
-        WHERE id IN (
-          SELECT id FROM calls WHERE evaluation_status = 'pending' AND updated_at < now() - ${staleMinutes} * interval '1 minute'
-          ORDER BY id LIMIT 100 FOR UPDATE SKIP LOCKED
-        )
-        RETURNING id`);
+export async function saveEvaluation(db: CommonQueryMethods, held: EvaluationClaim, evaluation: Record<string, unknown>, ok: boolean): Promise<boolean> {
+  const saved = await db.query(sql.unsafe`
+    UPDATE calls SET evaluation = ${sql.jsonb(storableJson(evaluation) as never)}, evaluation_status = ${ok ? 'done' : 'failed'},
+      evaluation_lease_expires_at = NULL, updated_at = now()
+    WHERE ${heldEvaluation(held)}`);
+  return saved.rowCount > 0;
 }
 
 // ---------------------------------------------------------------- call events and requests to live calls

@@ -9,13 +9,17 @@ import type { IndexedChunk, SearchIndex } from '../search/types.js';
 import type { WorkerPool } from '../workers.js';
 import { CrawlError, type Crawler } from './crawler.js';
 import { EmbeddingError, type Embedder } from './embedder.js';
-import { claimJob, completeJob, failJob, releaseJob, renewLease, retryJob, type ClaimedJob } from './jobs.js';
+import { claimJob, completeJob, failJob, holdJob, releaseJob, renewLease, retryJob, type ClaimedJob } from './jobs.js';
 
 /**
  * The ingestion worker: claims document jobs, extracts text (worker pool), chunks and embeds it,
  * writes it to the search index, and settles the document as `active` or `failed`. Failures a
  * retry cannot fix (corrupt files, robots.txt, 404s) fail at once with a message for the user;
- * others (network, embedding service, a crashed worker) are retried with backoff.
+ * others (network, embedding service, a crashed worker) are retried with backoff. A run holds its
+ * job under a claim whose lease it renews while it works; its outcome (the chunks with the
+ * document's status, a failure, a retry) is recorded only while the job is still its own, so a
+ * run whose lease was taken over by another process writes nothing and the chunks are that
+ * process's alone.
  */
 
 export interface IngestionOptions {
@@ -38,6 +42,8 @@ export interface IngestionOptions {
   readonly maxAttempts?: number;
   /** First retry delay; each further one is 4 times longer. @defaultValue 5 000 ms */
   readonly backoffMs?: number;
+  /** Called when a run's outcome was dropped: its lease had been taken over (metrics). */
+  readonly onLeaseLost?: () => void;
 }
 
 class PermanentFailure extends Error {
@@ -95,23 +101,33 @@ export function createIngestion(options: IngestionOptions) {
       embeddings = await embedder.embed(chunks.map((chunk) => chunk.content));
     }
     const indexed: IndexedChunk[] = chunks.map((chunk, i) => ({ index: i, content: chunk.content, source: chunk.source, embedding: embeddings[i]! }));
-    await index.replaceDocument(
-      { userId: job.user_id, knowledgebaseId: job.knowledgebase_id, documentId: job.document_id, language: job.language ?? undefined, embeddingModel: embedder.model },
-      indexed,
-    );
-    const outcome = await pool.transaction((tx) => completeJob(tx, job));
+    const document = { userId: job.user_id, knowledgebaseId: job.knowledgebase_id, documentId: job.document_id, language: job.language ?? undefined, embeddingModel: embedder.model };
+    // The chunks and the document's status commit together, under the job's row lock: no other
+    // claim can take the job over (nor a delete remove the document) while they are written.
+    const outcome = await pool.transaction(async (tx) => {
+      const hold = await holdJob(tx, job);
+      if (hold !== 'held') return hold;
+      await index.replaceDocument(document, indexed, tx);
+      return completeJob(tx, job);
+    });
     if (outcome === 'deleted') {
-      // Deleted while it was being indexed: the delete may have cleared the index before these
-      // chunks arrived, so they are removed here rather than left searchable-but-hidden.
-      await index.deleteDocument(job.user_id, job.document_id);
-      logger.info({ documentId: job.document_id }, 'document deleted during ingestion; its chunks removed');
+      logger.info({ documentId: job.document_id }, 'document deleted during ingestion; nothing indexed');
       return;
     }
-    if (outcome === 'superseded') {
-      logger.warn({ documentId: job.document_id, attempt: job.attempts }, 'the job was claimed again while this run went on (its lease ran out); the newer run settles it');
+    if (outcome === 'taken over' || outcome === 'superseded') {
+      leaseLost(job, 'indexed');
       return;
     }
     logger.info({ documentId: job.document_id, chunks: chunks.length, attempt: job.attempts }, 'document ingested');
+  }
+
+  /**
+   * A run found its job claimed again (its lease ran out while it worked): the newer run settles it.
+   * `result` is what was dropped: the document's chunks, its failure, or a retry.
+   */
+  function leaseLost(job: ClaimedJob, result: 'indexed' | 'failed' | 'retry'): void {
+    options.onLeaseLost?.();
+    logger.warn({ documentId: job.document_id, jobId: job.id, attempt: job.attempts, result }, 'the lease on a document job was taken over; its result is dropped');
   }
 
   function isPermanent(error: unknown): boolean {
@@ -130,11 +146,13 @@ export function createIngestion(options: IngestionOptions) {
     if (job.attempts > maxAttempts + 2) {
       // Claimed this often with no outcome recorded: each run ended with its process (a document
       // that brings the process down, or takes longer than its lease every time). Not run again.
-      await pool
-        .transaction((tx) => failJob(tx, job, 'The document could not be processed.'))
-        .then(() => index.deleteDocument(job.user_id, job.document_id))
-        .then(() => logger.error({ documentId: job.document_id, attempt: job.attempts }, 'document failed: its runs never finished'))
-        .catch((error: unknown) => logger.warn({ err: error, documentId: job.document_id }, 'could not record the ingestion outcome'));
+      try {
+        if (!(await pool.transaction((tx) => failJob(tx, job, 'The document could not be processed.')))) return leaseLost(job, 'failed');
+        await index.deleteDocument(job.user_id, job.document_id);
+        logger.error({ documentId: job.document_id, attempt: job.attempts }, 'document failed: its runs never finished');
+      } catch (error) {
+        logger.warn({ err: error, documentId: job.document_id }, 'could not record the ingestion outcome');
+      }
       return;
     }
     const stopRenewing = clock.every(Math.max(50, Math.floor(options.leaseMs / 3)), () =>
@@ -146,12 +164,13 @@ export function createIngestion(options: IngestionOptions) {
       const message = userMessage(error);
       try {
         if (isPermanent(error) || job.attempts >= maxAttempts) {
-          await pool.transaction((tx) => failJob(tx, job, message));
-          // Chunks an earlier run indexed before its lease ran out (search does not look at the document's status).
+          if (!(await pool.transaction((tx) => failJob(tx, job, message)))) return leaseLost(job, 'failed');
+          // Chunks an earlier run wrote to an index outside PostgreSQL before its outcome could be
+          // recorded (search does not look at the document's status).
           await index.deleteDocument(job.user_id, job.document_id);
           logger.info({ documentId: job.document_id, attempt: job.attempts, reason: message }, 'document failed');
         } else {
-          await retryJob(pool, job, message, backoffMs * 4 ** (job.attempts - 1));
+          if (!(await retryJob(pool, job, message, backoffMs * 4 ** (job.attempts - 1)))) return leaseLost(job, 'retry');
           logger.warn({ err: error, documentId: job.document_id, attempt: job.attempts }, 'document ingestion will be retried');
         }
       } catch (settleError) {

@@ -5,7 +5,8 @@ import { refreshKnowledgebaseStatus } from './repository.js';
 /**
  * The document job queue in PostgreSQL. A job is claimed with FOR UPDATE SKIP LOCKED and leased
  * for a while; a process that dies mid-job leaves the lease to expire, and the job is claimed
- * again. The lease is renewed while work goes on.
+ * again. The lease is renewed while work goes on. Each claim carries an id of its own, and every
+ * outcome is recorded only under it: a run whose lease was taken over records nothing.
  */
 
 export const claimedJob = z.object({
@@ -50,6 +51,20 @@ export async function claimJob(db: CommonQueryMethods, leaseMs: number): Promise
  */
 const ownClaim = (job: ClaimedJob) => sql.fragment`id = ${job.id} AND status = 'running' AND claim = ${job.claim}::uuid`;
 
+/**
+ * Holds the job under this claim until the end of the transaction `db` is: its document's row,
+ * then the job's, are locked, so no other claim can take the job over and no delete can remove the
+ * document meanwhile. What is written after it in that transaction is written under the lease.
+ * @returns `taken over` when the job carries another claim (or is settled), `deleted` when its
+ * document is gone.
+ */
+export async function holdJob(db: CommonQueryMethods, job: ClaimedJob): Promise<'held' | 'taken over' | 'deleted'> {
+  // The document before its job: the order in which a document's delete (its cascade) takes them,
+  // so the two wait for each other instead of deadlocking.
+  if (!(await db.exists(sql.unsafe`SELECT 1 FROM documents WHERE id = ${job.document_id} FOR NO KEY UPDATE`))) return 'deleted';
+  return (await db.exists(sql.unsafe`SELECT 1 FROM document_jobs WHERE ${ownClaim(job)} FOR UPDATE`)) ? 'held' : 'taken over';
+}
+
 export async function renewLease(db: CommonQueryMethods, job: ClaimedJob, leaseMs: number): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE document_jobs SET lease_expires_at = now() + ${leaseMs} * interval '1 millisecond'
@@ -72,20 +87,29 @@ async function documentExists(db: CommonQueryMethods, documentId: number): Promi
   return db.exists(sql.unsafe`SELECT 1 FROM documents WHERE id = ${documentId}`);
 }
 
-/** Final failure: document failed with a message for the user (unless the job was claimed again meanwhile). */
-export async function failJob(db: CommonQueryMethods, job: ClaimedJob, message: string): Promise<void> {
-  const own = await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE ${ownClaim(job)}`);
-  if (own.rowCount === 0) return;
+/**
+ * Final failure: document failed with a message for the user (unless the job was claimed again
+ * meanwhile), under `holdJob`'s locks. Run inside a transaction.
+ * @returns whether it was recorded (false: the job was not this claim's any more, or is gone).
+ */
+export async function failJob(db: CommonQueryMethods, job: ClaimedJob, message: string): Promise<boolean> {
+  if ((await holdJob(db, job)) !== 'held') return false;
+  await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE ${ownClaim(job)}`);
   await db.query(sql.unsafe`UPDATE documents SET status = 'failed', error = ${message}, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
+  return true;
 }
 
-/** A transient failure: try again after `delayMs` (unless the job was claimed again meanwhile). */
-export async function retryJob(db: CommonQueryMethods, job: ClaimedJob, message: string, delayMs: number): Promise<void> {
-  await db.query(sql.unsafe`
+/**
+ * A transient failure: try again after `delayMs` (unless the job was claimed again meanwhile).
+ * @returns whether it was recorded.
+ */
+export async function retryJob(db: CommonQueryMethods, job: ClaimedJob, message: string, delayMs: number): Promise<boolean> {
+  const own = await db.query(sql.unsafe`
     UPDATE document_jobs SET status = 'pending', lease_expires_at = NULL, last_error = ${message},
       run_after = now() + ${delayMs} * interval '1 millisecond', updated_at = now()
     WHERE ${ownClaim(job)}`);
+  return own.rowCount > 0;
 }
 
 /**

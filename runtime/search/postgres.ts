@@ -36,10 +36,11 @@ export function createPostgresSearchIndex(pool: DatabasePool, formatVectors: Vec
       // The table and its indexes are created by migrations.
     },
 
-    async replaceDocument(document: IndexedDocument, chunks: readonly IndexedChunk[]) {
+    async replaceDocument(document: IndexedDocument, chunks: readonly IndexedChunk[], within) {
       const config = textSearchConfig(document.language);
       const literals = chunks.length > 0 ? await formatVectors(chunks.map((chunk) => chunk.embedding)) : [];
-      await pool.transaction(async (tx) => {
+      // Within the caller's transaction, a savepoint of it.
+      await (within ?? pool).transaction(async (tx) => {
         await tx.query(sql.unsafe`DELETE FROM document_chunks WHERE document_id = ${document.documentId} AND user_id = ${document.userId}`);
         // In batches: each statement's parameters are built in one short turn of the event loop,
         // so a document of thousands of chunks never blocks it for long.

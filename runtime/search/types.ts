@@ -1,3 +1,5 @@
+import type { DatabaseTransactionConnection } from 'slonik';
+
 /**
  * The search index behind knowledge retrieval (and, later, call transcripts). Two implementations
  * pass one contract suite: PostgreSQL (the default) and Elasticsearch.
@@ -87,8 +89,12 @@ export interface SearchIndex {
   readonly name: 'postgres' | 'elasticsearch';
   /** Creates what the index needs (templates, mappings); safe to call at every start. */
   prepare(): Promise<void>;
-  /** Replaces every chunk of the document. */
-  replaceDocument(document: IndexedDocument, chunks: readonly IndexedChunk[]): Promise<void>;
+  /**
+   * Replaces every chunk of the document. Given `within` (a transaction), the PostgreSQL index
+   * writes in it, so the chunks commit (or not) with what else it writes; an index outside
+   * PostgreSQL writes at once (the caller holds whatever row locks keep the write its own).
+   */
+  replaceDocument(document: IndexedDocument, chunks: readonly IndexedChunk[], within?: DatabaseTransactionConnection): Promise<void>;
   deleteDocument(userId: number, documentId: number): Promise<void>;
   deleteKnowledgebase(userId: number, knowledgebaseId: number): Promise<void>;
   search(request: SearchRequest): Promise<SearchHit[]>;

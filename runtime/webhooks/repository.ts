@@ -100,10 +100,13 @@ export async function listDeliveries(db: CommonQueryMethods, userId: number, fil
     FROM webhook_deliveries WHERE ${sql.join(conditions, sql.fragment` AND `)} ORDER BY id DESC LIMIT 100`);
 }
 
-/** Sends a delivery again now (same id and body); false when it is not the user's. */
+/**
+ * Sends a delivery again now (same id and body); false when it is not the user's. An attempt still
+ * in flight (on a delivery cancelled meanwhile) loses its claim: its outcome is not recorded.
+ */
 export async function redeliver(db: CommonQueryMethods, userId: number, id: number): Promise<boolean> {
   const result = await db.query(sql.unsafe`
-    UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, updated_at = now()
+    UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, claim = NULL, updated_at = now()
     WHERE id = ${id} AND user_id = ${userId} AND status <> 'delivering'`);
   return result.rowCount > 0;
 }
@@ -128,13 +131,23 @@ const claimed = z.object({
   body: z.string(),
   attempts: z.number(),
   status: z.enum(['delivering', 'failed']),
+  /** This attempt's own id: its outcome is recorded only while the delivery carries it (null when given up). */
+  claim: z.string().nullable(),
 });
 export type ClaimedDelivery = z.infer<typeof claimed>;
 
 /**
+ * How long an attempt holds its delivery. Not renewed: an attempt is bounded well within it (the
+ * receiver's 10 s limit, then one short transaction); one that outlives it all the same finds its
+ * claim taken over and records nothing.
+ */
+export const DELIVERY_LEASE_SECONDS = 60;
+
+/**
  * Takes the next delivery due (a waiting one, or one whose attempt's lease ran out) with a lease
- * of 60 s and counts the attempt; at most one in flight per user. One whose last attempt
- * (`maxAttempts`) lapsed unrecorded comes back `failed` instead, and is not tried again.
+ * of `DELIVERY_LEASE_SECONDS` under a new claim, and counts the attempt; at most one in flight per
+ * user. One whose last attempt (`maxAttempts`) lapsed unrecorded comes back `failed` instead (with
+ * no claim), and is not tried again.
  */
 export async function claimDelivery(db: CommonQueryMethods, maxAttempts: number): Promise<ClaimedDelivery | null> {
   return db.maybeOne(sql.type(claimed)`
@@ -150,10 +163,11 @@ export async function claimDelivery(db: CommonQueryMethods, maxAttempts: number)
       )
       UPDATE webhook_deliveries d SET status = CASE WHEN lapsed THEN 'failed' ELSE 'delivering' END,
         attempts = CASE WHEN lapsed THEN d.attempts ELSE d.attempts + 1 END,
-        lease_expires_at = CASE WHEN lapsed THEN NULL ELSE now() + interval '60 seconds' END, updated_at = now(),
+        lease_expires_at = CASE WHEN lapsed THEN NULL ELSE now() + ${DELIVERY_LEASE_SECONDS} * interval '1 second' END,
+        claim = CASE WHEN lapsed THEN NULL ELSE gen_random_uuid() END, updated_at = now(),
         last_error = CASE WHEN lapsed THEN 'The last attempt was never recorded (its worker stopped)' ELSE d.last_error END
       FROM next WHERE d.id = next.id
-      RETURNING d.id, d.delivery_id, d.user_id, d.assistant_id, d.call_id, d.url, d.body, d.attempts, d.status`);
+      RETURNING d.id, d.delivery_id, d.user_id, d.assistant_id, d.call_id, d.url, d.body, d.attempts, d.status, d.claim::text AS claim`);
 }
 
 export interface DeliveryAttempt {
@@ -171,17 +185,25 @@ export interface DeliveryAttempt {
 }
 
 /**
- * Records an attempt's outcome and ends its lease: delivered, waiting for the next attempt,
- * failed, or cancelled (a delivery cancelled while its attempt was in flight stays cancelled
- * unless the attempt succeeded). @returns the delivery's status now; null when it is gone.
+ * Records an attempt's outcome and ends its lease, while the delivery still carries the attempt's
+ * claim: delivered, waiting for the next attempt, failed, or cancelled (a delivery cancelled while
+ * its attempt was in flight stays cancelled unless the attempt succeeded).
+ * @returns the delivery's status now; `taken over` when it carries another claim (or none: given
+ * up, redelivered) and nothing was recorded; null when it is gone.
  */
-export async function recordAttempt(db: CommonQueryMethods, id: number, attempt: DeliveryAttempt): Promise<z.infer<typeof deliveryRow>['status'] | null> {
-  return db.maybeOneFirst(sql.type(z.object({ status: deliveryRow.shape.status }))`
+export async function recordAttempt(
+  db: CommonQueryMethods,
+  delivery: { id: number; claim: string },
+  attempt: DeliveryAttempt,
+): Promise<z.infer<typeof deliveryRow>['status'] | 'taken over' | null> {
+  const status = await db.maybeOneFirst(sql.type(z.object({ status: deliveryRow.shape.status }))`
         UPDATE webhook_deliveries SET
           status = CASE WHEN ${attempt.delivered} THEN 'delivered' WHEN status = 'cancelled' THEN 'cancelled' WHEN ${attempt.exhausted} THEN 'failed' ELSE 'pending' END,
           next_attempt_at = CASE WHEN ${attempt.delivered || attempt.exhausted} THEN next_attempt_at ELSE now() + ${attempt.delayMs} * interval '1 millisecond' END,
           lease_expires_at = NULL, last_status_code = ${attempt.statusCode}, last_error = ${attempt.error}, last_response = ${attempt.response}, updated_at = now()
-        WHERE id = ${id} RETURNING status`);
+        WHERE id = ${delivery.id} AND claim = ${delivery.claim}::uuid RETURNING status`);
+  if (status !== null) return status;
+  return (await db.exists(sql.unsafe`SELECT 1 FROM webhook_deliveries WHERE id = ${delivery.id}`)) ? 'taken over' : null;
 }
 
 /** What the delivery log says of deliveries stopped by a receiver's `410 Gone`. */

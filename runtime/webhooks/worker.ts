@@ -13,7 +13,10 @@ import { legacySignature, signatureHeader } from './signing.js';
  * 30 s, 1 min, 2 min, 5 min, 15 min, 1 h, 3 h, 6 h: eight attempts) before giving up. The last
  * attempt's status and body (cut at 4 KB) are kept on the call as `webhook_response`. A receiver
  * answering `410 Gone` is not tried again: the assistant's webhook is disabled (repository.ts).
- * Requests are signed as Standard Webhooks defines (signing.ts).
+ * Requests are signed as Standard Webhooks defines (signing.ts). An attempt holds its delivery
+ * under a claim with a lease (repository.ts); an attempt that outlived its lease, taken over by
+ * another worker meanwhile, records nothing: the receiver may have had the request twice (it
+ * de-duplicates by `webhook-id`), the delivery log keeps the newer attempt's outcome.
  */
 
 /** Delays before attempts 2..8, in milliseconds. */
@@ -36,8 +39,10 @@ export interface WebhookWorkerOptions {
   readonly legacySignature?: boolean;
   /** Deliveries attempted at once. @defaultValue 4 */
   readonly concurrency?: number;
-  /** Called after each attempt (metrics). */
+  /** Called after each attempt whose outcome was recorded (metrics). */
   readonly onAttempt?: (outcome: 'delivered' | 'retry' | 'failed') => void;
+  /** Called when an attempt's outcome was dropped: its lease had been taken over (metrics). */
+  readonly onLeaseLost?: () => void;
 }
 
 /** What a receiver answered: its status and body (cut), or why no answer came. */
@@ -107,7 +112,7 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
     drains.add(loop);
   }
 
-  async function send(delivery: ClaimedDelivery): Promise<void> {
+  async function send(delivery: ClaimedDelivery, claim: string): Promise<void> {
     const secrets = await webhookSecrets(pool, delivery.user_id);
     const timestamp = Math.floor(options.clock.now() / 1000);
     const { statusCode, response, error } = await post(options.fetch, delivery, signedHeaders(delivery, secrets, timestamp, legacy));
@@ -117,12 +122,19 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
     const jitter = 0.8 + Math.random() * 0.4;
     const delayMs = Math.round((delays[delivery.attempts - 1] ?? delays[delays.length - 1]!) * jitter);
     const { status, disabled } = await pool.transaction(async (tx) => {
-      const status = await recordAttempt(tx, delivery.id, { delivered, exhausted, delayMs, statusCode, error: gone ? GONE_ERROR : error, response });
+      const status = await recordAttempt(tx, { id: delivery.id, claim }, { delivered, exhausted, delayMs, statusCode, error: gone ? GONE_ERROR : error, response });
+      // Only the attempt that holds the delivery speaks for it: on its call and on the assistant's webhook.
+      if (status === null || status === 'taken over') return { status, disabled: false };
       if (delivery.call_id !== null) await saveWebhookResponse(tx, delivery.call_id, statusCode !== null ? { status: statusCode, body: response } : { status: null, error });
       const disabled =
         gone && delivery.assistant_id !== null && (await disableGoneWebhook(tx, { id: delivery.id, userId: delivery.user_id, assistantId: delivery.assistant_id, url: delivery.url }));
       return { status, disabled };
     });
+    if (status === 'taken over') {
+      options.onLeaseLost?.();
+      logger.warn({ deliveryId: delivery.delivery_id, attempt: delivery.attempts, statusCode }, 'the lease on a webhook delivery was taken over; its result is dropped');
+      return;
+    }
     const outcome = status === 'delivered' ? 'delivered' : status === 'pending' ? 'retry' : 'failed';
     options.onAttempt?.(outcome);
     logger.info({ deliveryId: delivery.delivery_id, attempt: delivery.attempts, statusCode, outcome }, 'webhook attempt');
@@ -141,14 +153,14 @@ export function createWebhookWorker(options: WebhookWorkerOptions) {
       if (!delivery) return;
       // More may be due: another loop looks while this one sends.
       spawn();
-      if (delivery.status === 'failed') {
+      if (delivery.status === 'failed' || delivery.claim === null) {
         // Its last attempt's lease ran out unrecorded (the process stopped, or the outcome could not be written).
         options.onAttempt?.('failed');
         logger.warn({ deliveryId: delivery.delivery_id }, 'webhook given up: its last attempt was never recorded');
         continue;
       }
       try {
-        await send(delivery);
+        await send(delivery, delivery.claim);
       } catch (error) {
         // The attempt's outcome could not be recorded (the database went away, or the delivery
         // with it); its lease runs out and the delivery is claimed again.
