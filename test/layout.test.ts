@@ -36,6 +36,13 @@ const SQL_ALLOWED: Readonly<Record<string, string>> = {
   // The PostgreSQL implementation of the SearchIndex interface: a store behind its own interface,
   // the counterpart of the Elasticsearch adapter.
   'runtime/search/postgres.ts': 'PostgreSQL search index',
+  // The calls' second repository: which process holds a call, its stream tokens, and the
+  // requests other processes make of that process.
+  'runtime/calls/holding.ts': 'call holders and requests to them',
+  // The ledger's second repository: the holds live calls keep on their owners' balances.
+  'runtime/ledger/holds.ts': 'balance holds',
+  // The one row per periodic sweep that decides which process runs it each period.
+  'runtime/sweeps.ts': 'sweep gate',
 };
 
 /** Every `.ts` file under `dir` (relative to the project root, with forward slashes). */

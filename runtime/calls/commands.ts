@@ -1,8 +1,7 @@
 import type { DatabasePool } from 'slonik';
 import type { Logger } from '../logger.js';
 import { listenTo, type Listener } from '../store/notifications.js';
-import { handedOver } from './holding.js';
-import { CALL_COMMANDS_CHANNEL, takeCallCommands, type CallCommand } from './repository.js';
+import { CALL_COMMANDS_CHANNEL, handedOver, takeCallCommands, type CallCommand } from './holding.js';
 
 /**
  * Requests to the calls this process holds, made on any process (a hang-up by the call's owner, a

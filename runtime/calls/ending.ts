@@ -1,5 +1,6 @@
 import { relative } from 'node:path';
 import type { DatabasePool } from 'slonik';
+import { sleep, type Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { isoTimestamp } from '../time.js';
 import type { CallStatus } from '../../schemas/calls.js';
@@ -17,6 +18,32 @@ export interface EndWriting {
   readonly logger: Logger;
   readonly recordingsDir: string;
   recordingUrl(callId: number): string;
+}
+
+/** Waits before each new attempt to save a call's end; then a minute, for as long as the process runs. */
+const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
+
+/**
+ * Runs `save` (a call's end) until the database takes it, waiting 1 s, 2 s, 5 s ... a minute
+ * between attempts (by the clock; `retries` in tests), given up only once the process stops:
+ * the orphan sweep, the only other way a call ends, knows nothing of its transcript, recording
+ * or evaluation.
+ */
+export async function untilSaved<T>(
+  options: { clock: Clock; logger: Logger; callId: number; retries?: readonly number[]; stopped(): boolean; signal: AbortSignal },
+  save: () => Promise<T>,
+): Promise<T> {
+  const retries = options.retries ?? END_SAVE_RETRY_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await save();
+    } catch (error) {
+      if (options.stopped()) throw error;
+      const delay = retries[Math.min(attempt, retries.length - 1)]!;
+      options.logger[attempt < retries.length ? 'warn' : 'error']({ err: error, callId: options.callId, attempt: attempt + 1 }, 'the end of the call could not be saved; trying again');
+      await sleep(options.clock, delay, options.signal);
+    }
+  }
 }
 
 /** A webhook waits this long at most for the post-call evaluation. */

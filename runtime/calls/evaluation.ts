@@ -74,6 +74,42 @@ export function checkExtraction(schema: readonly SchemaField[], reply: string): 
 
 /** An evaluation's lease: renewed every third of it while the model reads (one takes seconds). */
 export const EVALUATION_LEASE_MS = 60_000;
+/** What the model extracts from the call's transcript; null when its evaluation is not pending any more. */
+async function extract(deps: { pool: DatabasePool; catalog: CatalogService; llm: LlmRegistry; logger: Logger }, callId: number): Promise<Extraction | null> {
+  const { pool, logger } = deps;
+  const call = await evaluationSubject(pool, callId);
+  if (!call) return null;
+  const schema = call.post_call_schema ?? [];
+  if (schema.length === 0) return { evaluation: { _error: 'The assistant has no evaluation schema any more.' }, ok: false };
+  const catalog = await deps.catalog.get();
+  const row = catalog.models.get((call.mode === 'pipeline' ? call.llm_model_id : call.chat_llm_fallback_id) ?? -1) ?? catalog.modelsOfType('llm')[0];
+  const llm = row ? { provider: deps.llm.provider(row.provider), model: row.code } : { provider: deps.llm.provider('dev'), model: 'dev' };
+  try {
+    const reply = await streamRound(
+      {
+        llm,
+        fallback: undefined,
+        messages: [
+          {
+            role: 'system',
+            content: `You extract data from the transcript of a phone call. Answer with one JSON object that has exactly these keys, each value of the given type (string, number or bool); use null when the call does not say.\n${extractionFields(schema)}`,
+          },
+          { role: 'user', content: call.transcript },
+        ],
+        functions: [],
+        temperature: 0,
+        json: true,
+        onDelta: () => {},
+      },
+      logger,
+      { callId },
+    );
+    return checkExtraction(schema, reply.text);
+  } catch (error) {
+    return { evaluation: { _error: `The model failed: ${error instanceof Error ? error.message : String(error)}` }, ok: false };
+  }
+}
+
 /** Evaluations one sweep takes up at most. */
 const SWEEP_LIMIT = 100;
 
@@ -114,41 +150,6 @@ export function createEvaluator(deps: {
     return next;
   }
 
-  /** What the model extracts from the call's transcript; null when its evaluation is not pending any more. */
-  async function extract(callId: number): Promise<Extraction | null> {
-    const call = await evaluationSubject(pool, callId);
-    if (!call) return null;
-    const schema = call.post_call_schema ?? [];
-    if (schema.length === 0) return { evaluation: { _error: 'The assistant has no evaluation schema any more.' }, ok: false };
-    const catalog = await deps.catalog.get();
-    const row = catalog.models.get((call.mode === 'pipeline' ? call.llm_model_id : call.chat_llm_fallback_id) ?? -1) ?? catalog.modelsOfType('llm')[0];
-    const llm = row ? { provider: deps.llm.provider(row.provider), model: row.code } : { provider: deps.llm.provider('dev'), model: 'dev' };
-    try {
-      const reply = await streamRound(
-        {
-          llm,
-          fallback: undefined,
-          messages: [
-            {
-              role: 'system',
-              content: `You extract data from the transcript of a phone call. Answer with one JSON object that has exactly these keys, each value of the given type (string, number or bool); use null when the call does not say.\n${extractionFields(schema)}`,
-            },
-            { role: 'user', content: call.transcript },
-          ],
-          functions: [],
-          temperature: 0,
-          json: true,
-          onDelta: () => {},
-        },
-        logger,
-        { callId },
-      );
-      return checkExtraction(schema, reply.text);
-    } catch (error) {
-      return { evaluation: { _error: `The model failed: ${error instanceof Error ? error.message : String(error)}` }, ok: false };
-    }
-  }
-
   async function run(callId: number, given: EvaluationClaim | undefined): Promise<void> {
     try {
       const claim = given ?? (await claimEvaluation(pool, callId, leaseMs));
@@ -159,7 +160,7 @@ export function createEvaluator(deps: {
       );
       let saved: boolean;
       try {
-        const result = await extract(callId);
+        const result = await extract(deps, callId);
         if (!result) return;
         // Saved, and the webhook's copy released, only under the claim: a run whose lease was taken over writes nothing.
         saved = await pool.transaction(async (tx) => {

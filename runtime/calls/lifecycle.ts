@@ -1,28 +1,28 @@
 import { randomUUID } from 'node:crypto';
 import { findAssistant, type AssistantRow } from '../assistants/repository.js';
 import { within } from '../bounded.js';
-import { sleep } from '../clock.js';
 import { PlatformError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { isoTimestamp } from '../time.js';
-import type { CallStatus } from '../../schemas/calls.js';
 import { CallSession } from '../voice/session.js';
-import type { CallEnd, CallMode, CallSpec, SessionHooks } from '../voice/spec.js';
-import type { Carriers } from './carriers/index.js';
+import type { CallEnd } from '../voice/spec.js';
 import type { CallRate } from '../prices.js';
 import { rateOf } from './charges.js';
 import { createCallCommands, type CallCommands } from './commands.js';
 import { carrierCallIdOf, handedOver, type ClaimedCall } from './holding.js';
-import type { CarrierStatus, AnsweredBy } from './carriers/types.js';
-import { finishRecording, writeEnd } from './ending.js';
-import { CallEventLog, eventHooks, writeEvents } from './events.js';
+import type { AnsweredBy, CarrierStatus } from './carriers/types.js';
+import { finishRecording, untilSaved, writeEnd } from './ending.js';
+import { CallEventLog, writeEvents } from './events.js';
+import { callSessionHooks } from './sessionHooks.js';
 import { CallMeter, type CallCosts } from './metering.js';
-import { createCallPresence, defaultCallPresence, type CallPresence, type CallPresenceTimings } from './presence.js';
+import { createCallPresence, defaultCallPresence, type CallPresence } from './presence.js';
 import type { WavRecorder } from './recording.js';
 import { LiveCalls, liveCallEntry, type LiveCall, type StreamToken } from './registry.js';
-import { insertCall, updateCallStatus } from './repository.js';
-import { callSpec, type CallSpecDeps } from './spec.js';
-import type { SweepGate } from '../sweeps.js';
+import { insertCall } from './repository.js';
+import { callSpec } from './spec.js';
+import type { NewLiveCall, VoiceDeps } from './voiceDeps.js';
+
+export type { NewLiveCall, VoiceDeps, VoiceMetrics } from './voiceDeps.js';
 
 /**
  * A live call from its start to its saved end: the row and the session created together (or the
@@ -31,65 +31,6 @@ import type { SweepGate } from '../sweeps.js';
  * drains, ends what is left and waits for every end to be saved.
  */
 
-export interface VoiceMetrics {
-  voiceToVoice(ms: number): void;
-  turn(mode: CallMode): void;
-  interruption(mode: CallMode): void;
-  resumed(mode: CallMode): void;
-  firstByte(kind: 'llm', provider: string, ms: number): void;
-  frameLateness(ms: number): void;
-  droppedCallerFrame(): void;
-}
-
-export interface VoiceDeps extends CallSpecDeps {
-  /** The carrier serving each number's calls. */
-  readonly carriers: Carriers;
-  readonly logger: Logger;
-  /** The public origin (PUBLIC_URL), resolved once the server listens. */
-  publicUrl(): string;
-  /** Where recordings are written (`DATA_DIR/recordings`). */
-  readonly recordingsDir: string;
-  /** The signed URL of a call's recording (for the webhook payload). */
-  recordingUrl(callId: number): string;
-  readonly metrics?: VoiceMetrics;
-  wakeWebhooks(): void;
-  /** Runs the post-call evaluation of an ended call (after its end is saved). */
-  evaluate(callId: number): void;
-  /** Puts an ended call's transcript in the search index. */
-  indexCall(callId: number): Promise<void>;
-  /** Waits (by the clock) before each new attempt to save a call's end; the last repeats (tests shorten them). */
-  readonly endSaveRetryMs?: readonly number[];
-  /** Heartbeats and the sweep of calls left by stopped processes. @defaultValue {@link defaultCallPresence} */
-  readonly presence?: CallPresenceTimings;
-  /**
-   * The database is this process's alone (the embedded one): every call open in it at start-up was
-   * left by this process's predecessor, and is settled at once rather than after the orphan age.
-   */
-  readonly exclusiveDatabase?: boolean;
-  /**
-   * The database the pool is of: the process listens on it for requests to the calls it holds
-   * (a hang-up asked of another process). Without it they are taken at each heartbeat only.
-   */
-  readonly databaseUrl?: string;
-  /** A carrier's status callback, asked of this process by another (the call is held here). */
-  carrierStatus?(carrier: string, callId: number, carrierCallId: string, status: CarrierStatus | undefined, answeredBy?: AnsweredBy): void;
-  /** Runs the sweep of left calls once per period across processes. */
-  readonly sweeps?: SweepGate;
-}
-
-/** A call being started: where it comes from, and the carrier its number records (none for a web call). */
-export interface NewLiveCall {
-  readonly type: CallSpec['type'];
-  readonly status: 'initiated' | 'ringing';
-  readonly assistantNumber: string | null;
-  readonly clientNumber: string | null;
-  readonly variables: Record<string, unknown>;
-  readonly carrierCallId: string | null;
-  readonly carrierName: string | null;
-}
-
-/** Waits before each new attempt to save a call's end; then a minute, for as long as the process runs. */
-const END_SAVE_RETRY_MS = [1_000, 2_000, 5_000, 10_000, 30_000, 60_000];
 /** At its end, a stop waits this long at most for ends still being saved and carriers still placing calls. */
 const STOP_SAVE_MS = 10_000;
 /** At a stop, a call's goodbye may take this long before the call is ended without it. */
@@ -408,7 +349,7 @@ export class CallLifecycle {
     const spec = await callSpec(this.deps, assistant, { callId: id, type: call.type, variables: call.variables });
     let entry: LiveCall | undefined;
     const events = new CallEventLog(id, call.startedAt, logger, call.firstSeq);
-    const session = new CallSession(spec, clock, logger, this.sessionHooks(spec, () => entry, events));
+    const session = new CallSession(spec, clock, logger, callSessionHooks(this.deps, spec, () => entry, events, { persist: (call, work) => this.persist(call, work), finish: (call, end) => this.finish(call, end), holder: this.holder }));
     entry = liveCallEntry({
       session,
       ownerId: assistant.user_id,
@@ -446,54 +387,6 @@ export class CallLifecycle {
       this.deps.logger.info({ callId: id }, 'a call whose media stream joined another process is held there now');
       call.session.end('ended');
     }
-  }
-
-  /** What a call's session reports, wired to its entry (`entry()`: undefined until it is made). */
-  private sessionHooks(spec: CallSpec, entry: () => LiveCall | undefined, events: CallEventLog): SessionHooks {
-    const { pool, clock, metrics } = this.deps;
-    const id = spec.callId;
-    const recorded = eventHooks(events, clock);
-    return {
-      status: (status, at) => {
-        recorded.status(status, at);
-        const call = entry();
-        if (status === 'initiated' || !call) return;
-        if (status === 'in-progress') call.lastMediaAt = clock.now();
-        if (call.released) return;
-        this.persist(call, () => updateCallStatus(pool, id, this.holder, status as CallStatus, isoTimestamp(at)));
-      },
-      ended: (end) => this.finish(entry()!, end),
-      transfer: async (number) => {
-        const call = entry()!;
-        if (call.carrierCallId && call.carrier) await call.carrier.transfer(call.carrierCallId, number);
-      },
-      voiceToVoice: (ms) => {
-        metrics?.voiceToVoice(ms);
-        recorded.voiceToVoice(ms);
-      },
-      turn: () => metrics?.turn(spec.mode),
-      interruption: () => {
-        metrics?.interruption(spec.mode);
-        recorded.interruption();
-      },
-      resumed: () => {
-        metrics?.resumed(spec.mode);
-        recorded.resumed();
-      },
-      paused: recorded.paused,
-      said: recorded.said,
-      toolCall: recorded.toolCall,
-      firstByte: (kind, provider, ms) => {
-        metrics?.firstByte(kind, provider, ms);
-        recorded.firstByte(kind, provider, ms);
-      },
-      agentFrame: (frame) => {
-        const call = entry()!;
-        call.heardAt = clock.now();
-        call.recorder?.agent(frame);
-      },
-      frameLateness: metrics ? (ms) => metrics.frameLateness(ms) : undefined,
-    };
   }
 
   /** The session ended: out of the registry, the phone stopped if it still rings, and the end saved. */
@@ -545,27 +438,13 @@ export class CallLifecycle {
     return true;
   }
 
-  /**
-   * Saves a call's end, trying again while the database is away (1 s, 2 s, 5 s ... a minute
-   * apart, by the clock), so its transcript, costs and webhook are not left to the orphan sweep.
-   */
+  /** Saves a call's end, trying again while the database is away (`untilSaved`); the heartbeat vouches for it meanwhile. */
   private async saveWithRetries<T>(id: number, save: () => Promise<T>): Promise<T> {
     this.saving.add(id);
     this.presence.arm();
     try {
-      // Never given up while the process runs: the orphan sweep, the only other way a call ends,
-      // knows nothing of its transcript, recording or evaluation. The heartbeat vouches for it meanwhile.
-      const retries = this.deps.endSaveRetryMs ?? END_SAVE_RETRY_MS;
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await save();
-        } catch (error) {
-          if (this.stopped) throw error;
-          const delay = retries[Math.min(attempt, retries.length - 1)]!;
-          this.deps.logger[attempt < retries.length ? 'warn' : 'error']({ err: error, callId: id, attempt: attempt + 1 }, 'the end of the call could not be saved; trying again');
-          await sleep(this.deps.clock, delay, this.stopping.signal);
-        }
-      }
+      const { clock, logger, endSaveRetryMs } = this.deps;
+      return await untilSaved({ clock, logger, callId: id, retries: endSaveRetryMs, stopped: () => this.stopped, signal: this.stopping.signal }, save);
     } finally {
       this.saving.delete(id);
     }

@@ -9,8 +9,8 @@ import type { CallSession } from '../voice/session.js';
 import type { CallMode, CallTransport } from '../voice/spec.js';
 import { CarrierError, type AnsweredBy, type CarrierStatus, type InboundAnswer } from './carriers/types.js';
 import { CallLifecycle, SHUTDOWN_GOODBYE_MS, type VoiceDeps } from './lifecycle.js';
-import { claimStream, holderOf, notifyHolder, renewStreamToken } from './holding.js';
-import { callEnded, findCall, requestCallCommand, setCarrierCallId } from './repository.js';
+import { claimStream, holderOf, notifyHolder, renewStreamToken, requestCallCommand } from './holding.js';
+import { callEnded, findCall, setCarrierCallId } from './repository.js';
 import { tokenDigest, type LiveCall, type LiveCalls } from './registry.js';
 import { isoTimestamp } from '../time.js';
 

@@ -417,9 +417,6 @@ export async function saveEvaluation(db: CommonQueryMethods, held: EvaluationCla
 
 // ---------------------------------------------------------------- call events and requests to live calls
 
-/** Channel on which a call's owner asks the process holding it to act (payload: the call id). */
-export const CALL_COMMANDS_CHANNEL = 'call_commands';
-
 /**
  * Writes call events; one already written (same call and `seq`: a heartbeat's batch and the end's
  * racing) is kept as it was.
@@ -462,40 +459,6 @@ export async function insertOrphanEndEvent(db: CommonQueryMethods, callId: numbe
       jsonb_build_object('status', c.status, 'duration', c.duration, 'reason', 'orphaned')
     FROM calls c WHERE c.id = ${callId}
     ON CONFLICT (call_id, seq) DO NOTHING`);
-}
-
-/** A request to the process holding a live call. */
-export type CallCommand =
-  | { readonly command: 'hangup' }
-  | { readonly command: 'status'; readonly carrier: string; readonly carrierCallId: string; readonly status?: string; readonly answeredBy?: string };
-
-const commandRow = z.object({ id: z.number(), call_id: z.number(), command: z.enum(['hangup', 'status']), data: z.record(z.unknown()) });
-
-/**
- * Asks the process holding a live call to carry out `command` (a row it takes, and a notification
- * to make it prompt); false when there is no such call to ask about: ended, or (for a carrier's
- * status) not of that carrier or known to it by another call id.
- */
-export async function requestCallCommand(db: CommonQueryMethods, callId: number, command: CallCommand): Promise<boolean> {
-  const { command: name, ...data } = command;
-  const ofCarrier = command.command === 'status'
-    ? sql.fragment`AND carrier_name = ${command.carrier} AND (carrier_call_id IS NULL OR carrier_call_id = ${command.carrierCallId})`
-    : sql.fragment``;
-  const result = await db.query(sql.unsafe`
-    INSERT INTO call_commands (call_id, command, data)
-    SELECT id, ${name}, ${sql.jsonb(data as never)} FROM calls WHERE id = ${callId} AND ended_at IS NULL ${ofCarrier}
-    RETURNING pg_notify(${CALL_COMMANDS_CHANNEL}, call_id::text)`);
-  return result.rowCount > 0;
-}
-
-/** Takes the requests waiting for any of `callIds` that `holder` holds, oldest first. */
-export async function takeCallCommands(db: CommonQueryMethods, holder: string, callIds: readonly number[]): Promise<Array<{ callId: number } & CallCommand>> {
-  if (callIds.length === 0) return [];
-  const rows = await db.any(sql.type(commandRow)`
-    DELETE FROM call_commands cc USING calls c
-    WHERE cc.call_id = c.id AND c.holder = ${holder} AND c.id = ANY(${sql.array([...callIds], 'int8')})
-    RETURNING cc.id, cc.call_id, cc.command, cc.data`);
-  return [...rows].sort((a, b) => a.id - b.id).map((row) => ({ callId: row.call_id, command: row.command, ...row.data }) as { callId: number } & CallCommand);
 }
 
 /** Whether the call has ended in the database (its end saved, by any process). */
