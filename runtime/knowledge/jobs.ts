@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { refreshKnowledgebaseStatus } from './repository.js';
+import { dropUpload } from './uploads.js';
 
 /**
  * The document job queue in PostgreSQL. A job is claimed with FOR UPDATE SKIP LOCKED and leased
@@ -57,12 +58,13 @@ export async function renewLease(db: CommonQueryMethods, job: ClaimedJob, leaseM
 }
 
 /**
- * Final success: document active, job done, knowledgebase status recomputed. `deleted` when the
+ * Final success: document active, job done, its uploaded file dropped, knowledgebase status recomputed. `deleted` when the
  * document is gone; `superseded` when the job was claimed again meanwhile (that claim settles it).
  */
 export async function completeJob(db: CommonQueryMethods, job: ClaimedJob): Promise<'done' | 'deleted' | 'superseded'> {
   const own = await db.query(sql.unsafe`UPDATE document_jobs SET status = 'done', lease_expires_at = NULL, last_error = NULL, updated_at = now() WHERE ${ownClaim(job)}`);
   if (own.rowCount === 0) return (await documentExists(db, job.document_id)) ? 'superseded' : 'deleted';
+  await dropUpload(db, job.document_id);
   const updated = await db.query(sql.unsafe`UPDATE documents SET status = 'active', error = NULL, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
   return updated.rowCount > 0 ? 'done' : 'deleted';
@@ -72,15 +74,19 @@ async function documentExists(db: CommonQueryMethods, documentId: number): Promi
   return db.exists(sql.unsafe`SELECT 1 FROM documents WHERE id = ${documentId}`);
 }
 
-/** Final failure: document failed with a message for the user (unless the job was claimed again meanwhile). */
+/**
+ * Final failure: document failed with a message for the user, its uploaded file dropped (nothing
+ * runs the job again), unless the job was claimed again meanwhile.
+ */
 export async function failJob(db: CommonQueryMethods, job: ClaimedJob, message: string): Promise<void> {
   const own = await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE ${ownClaim(job)}`);
   if (own.rowCount === 0) return;
+  await dropUpload(db, job.document_id);
   await db.query(sql.unsafe`UPDATE documents SET status = 'failed', error = ${message}, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
 }
 
-/** A transient failure: try again after `delayMs` (unless the job was claimed again meanwhile). */
+/** A transient failure: try again after `delayMs` (unless the job was claimed again meanwhile); the file is kept for it. */
 export async function retryJob(db: CommonQueryMethods, job: ClaimedJob, message: string, delayMs: number): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE document_jobs SET status = 'pending', lease_expires_at = NULL, last_error = ${message},
