@@ -16,7 +16,7 @@ export interface Config {
   readonly port: number;
   /** Interface the server binds to. @defaultValue '127.0.0.1' */
   readonly host: string;
-  /** Directory for the embedded database, uploads and recordings (absolute). @defaultValue './data' */
+  /** Directory for the embedded database, call recordings and voice previews (absolute). @defaultValue './data' */
   readonly dataDir: string;
   /** External PostgreSQL; when absent an embedded PostgreSQL is started under dataDir. */
   readonly databaseUrl: string | undefined;

@@ -222,7 +222,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     turnLeaseSeconds: options.conversationTurnLeaseSeconds,
     sweeps,
   });
-  const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(config.dataDir) };
+  const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(db, config.dataDir, logger.child({ component: 'calls' })) };
   const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, clock.now());
   let listeningOrigin = config.publicUrl;
   const publicUrl = () => (/:0$/.test(config.publicUrl) ? listeningOrigin : config.publicUrl);

@@ -7,71 +7,15 @@
  * pool, local embedder and database. A job whose every run ended with its process is failed, not
  * run again; a run whose lease ran out does not settle the job over its newer claim.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import t, { type Test } from 'tap';
-import { ManualClock } from '../runtime/clock.js';
-import { createCrawler } from '../runtime/knowledge/crawler.js';
-import { createLocalEmbedder } from '../runtime/knowledge/embedder.js';
-import { createIngestion } from '../runtime/knowledge/ingestion.js';
-import { createLogger } from '../runtime/logger.js';
-import { createOutboundFetch } from '../runtime/net/outbound.js';
+import t from 'tap';
 import type { IndexedChunk, SearchIndex } from '../runtime/search/types.js';
-import { createDatabasePool } from '../runtime/store/pool.js';
-import { createWorkerPool } from '../runtime/workers.js';
-import { freshDatabase, withClient } from './helpers/database.js';
-
-/** A fresh database, pool, one-thread worker pool and data directory with `uploads/<file>`; gone when `t` ends. */
-async function setup(t: Test, file: { name: string; text: string }, poolSize = 4) {
-  const databaseUrl = await freshDatabase();
-  const dataDir = await mkdtemp(join(tmpdir(), 'ap-ingestion-'));
-  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: poolSize });
-  const workers = createWorkerPool(1);
-  t.teardown(async () => {
-    await workers.close();
-    await pool.end();
-    await rm(dataDir, { recursive: true, force: true });
-  });
-  await mkdir(join(dataDir, 'uploads'));
-  await writeFile(join(dataDir, 'uploads', file.name), file.text);
-  return { databaseUrl, dataDir, pool, workers };
-}
-
-/** A user's txt document of `uploads/<file>` in a knowledgebase, with its job (`job` sets its columns); its id. */
-async function documentWithJob(databaseUrl: string, name: string, file: string, job = `(document_id) VALUES ($1)`): Promise<number> {
-  return withClient(databaseUrl, async (db) => {
-    const user = (await db.query(`INSERT INTO users (name, email, password_hash) VALUES ('A', 'a@example.com', 'x') RETURNING id`)).rows[0].id;
-    const kb = (await db.query(`INSERT INTO knowledgebases (user_id, name, status) VALUES ($1, 'FAQ', 'processing') RETURNING id`, [user])).rows[0].id;
-    const doc = (await db.query(`INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, $3, 'txt', $4) RETURNING id`, [kb, user, name, JSON.stringify({ path: `uploads/${file}` })])).rows[0].id;
-    await db.query(`INSERT INTO document_jobs ${job}`, [doc]);
-    return Number(doc);
-  });
-}
-
-/**
- * The ingestion worker over the real worker pool and local embedder, with `index` as the search
- * index; its clock stands still, so jobs run only as `start` and `wake` look for them.
- */
-function ingestionOf(s: Awaited<ReturnType<typeof setup>>, index: SearchIndex) {
-  return createIngestion({
-    pool: s.pool,
-    workers: s.workers,
-    embedder: createLocalEmbedder(s.workers),
-    index,
-    crawler: createCrawler({ fetch: createOutboundFetch({ allowPrivate: false, allowHosts: new Set() }), workers: s.workers }),
-    dataDir: s.dataDir,
-    logger: createLogger('silent'),
-    clock: new ManualClock(),
-    concurrency: 1,
-    leaseMs: 60_000,
-  });
-}
+import { withClient } from './helpers/database.js';
+import { documentWithJob, ingestionOf, ingestionSetup as setup } from './helpers/ingestion.js';
 
 t.test('a document deleted during indexing waits for the chunks, and its clean-up removes them', async (t) => {
-  const s = await setup(t, { name: 'faq.txt', text: 'Refunds take five working days.\n\nShipping is free above fifty euros.' });
+  const s = await setup(t);
   const { databaseUrl } = s;
-  const documentId = await documentWithJob(databaseUrl, 'FAQ', 'faq.txt');
+  const documentId = await documentWithJob(s, 'FAQ', { kept: 'database', text: 'Refunds take five working days.\n\nShipping is free above fifty euros.' });
 
   const stored = new Map<number, readonly IndexedChunk[]>();
   let deleting: Promise<unknown> | undefined;
@@ -104,10 +48,10 @@ t.test('a document deleted during indexing waits for the chunks, and its clean-u
 });
 
 t.test('a job claimed more often than its attempts without an outcome (its runs brought the process down) fails instead of running again', async (t) => {
-  const s = await setup(t, { name: 'poison.txt', text: 'Some text.' });
+  const s = await setup(t);
   const { databaseUrl } = s;
   // Claimed five times (its three attempts and two spare), each run's process gone before it recorded anything: the lease has expired.
-  const documentId = await documentWithJob(databaseUrl, 'Poison', 'poison.txt', `(document_id, status, attempts, lease_expires_at) VALUES ($1, 'running', 5, now() - interval '1 second')`);
+  const documentId = await documentWithJob(s, 'Poison', { kept: 'database', text: 'Some text.' }, `(document_id, status, attempts, lease_expires_at) VALUES ($1, 'running', 5, now() - interval '1 second')`);
   let indexed = 0;
   let cleared = 0;
   const index = { name: 'postgres', async replaceDocument() { indexed++; }, async deleteDocument() { cleared++; } } as Pick<SearchIndex, 'name' | 'replaceDocument' | 'deleteDocument'> as SearchIndex;
@@ -123,8 +67,9 @@ t.test('a job claimed more often than its attempts without an outcome (its runs 
 
 t.test("a run whose lease ran out does not record its outcome over the job's newer claim", async (t) => {
   const { claimJob, completeJob, failJob, retryJob } = await import('../runtime/knowledge/jobs.js');
-  const { databaseUrl, pool } = await setup(t, { name: 'slow.txt', text: 'Slow.' }, 2);
-  const documentId = await documentWithJob(databaseUrl, 'Slow', 'slow.txt');
+  const s = await setup(t, 2);
+  const { databaseUrl, pool } = s;
+  const documentId = await documentWithJob(s, 'Slow', { kept: 'database', text: 'Slow.' });
   const state = () => withClient(databaseUrl, async (db) => (await db.query(`SELECT d.status AS document, j.status AS job FROM documents d JOIN document_jobs j ON j.document_id = d.id WHERE d.id = $1`, [documentId])).rows[0]);
   const stale = (await claimJob(pool, 60_000))!;
   await withClient(databaseUrl, (db) => db.query(`UPDATE document_jobs SET lease_expires_at = now() - interval '1 second'`));

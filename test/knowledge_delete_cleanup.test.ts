@@ -1,7 +1,8 @@
 /**
- * Deleting a document or a knowledgebase commits in the database first; then the external index
- * and the stored files are cleaned up each on its own. An index that fails (Elasticsearch down)
- * neither fails the deletion (a retry would only find it gone, 404) nor keeps the upload on disk.
+ * Deleting a document or a knowledgebase commits in the database first (the bytes of a file not
+ * yet ingested go with it); then the external index and the files earlier versions stored under
+ * DATA_DIR are cleaned up each on its own. An index that fails (Elasticsearch down) neither fails
+ * the deletion (a retry would only find it gone, 404) nor keeps an upload on disk.
  */
 import { access, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -37,6 +38,14 @@ t.test('an index failing after the commit: the deletion stands and the files are
         [knowledgebase, user, name, JSON.stringify({ path: `uploads/1/${name}.txt` })],
       )).rows[0].id));
     }
+    for (const name of ['c', 'd']) {
+      const id = Number((await db.query(
+        `INSERT INTO documents (knowledgebase_id, user_id, name, type, source) VALUES ($1, $2, $3, 'txt', '{}') RETURNING id`,
+        [knowledgebase, user, name],
+      )).rows[0].id);
+      await db.query(`INSERT INTO document_uploads (document_id, bytes) VALUES ($1, $2)`, [id, Buffer.from('Shipping is free.')]);
+      ids.push(id);
+    }
     return { userId: user, kb: knowledgebase, documents: ids };
   });
   const failing = async () => {
@@ -45,11 +54,15 @@ t.test('an index failing after the commit: the deletion stands and the files are
   const index = { name: 'elasticsearch', deleteDocument: failing, deleteKnowledgebase: failing } as Pick<SearchIndex, 'name' | 'deleteDocument' | 'deleteKnowledgebase'> as SearchIndex;
   const knowledge = createKnowledgeService({ pool, workers, index, embedder: createLocalEmbedder(workers), dataDir, logger: createLogger('silent') });
   const exists = (name: string) => access(join(dataDir, 'uploads', '1', `${name}.txt`)).then(() => true, () => false);
+  const kept = (id: number) => withClient(databaseUrl, async (db) => (await db.query(`SELECT count(*)::int AS n FROM document_uploads WHERE document_id = $1`, [id])).rows[0].n);
 
   await knowledge.deleteDocument(userId, kb, documents[0]!);
   t.notOk(await exists('a'), "the document's file is removed");
+  await knowledge.deleteDocument(userId, kb, documents[2]!);
+  t.equal(await kept(documents[2]!), 0, 'the bytes of a file not yet ingested are removed');
   await t.rejects(knowledge.deleteDocument(userId, kb, documents[0]!), { code: 'document_not_found' }, 'and the document is gone');
   await knowledge.deleteKnowledgebase(userId, kb);
   t.notOk(await exists('b'), "the knowledgebase's files are removed");
+  t.equal(await kept(documents[3]!), 0, 'and the bytes of its files not yet ingested');
   await t.rejects(knowledge.deleteKnowledgebase(userId, kb), { code: 'knowledgebase_not_found' });
 });

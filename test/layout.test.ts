@@ -36,6 +36,9 @@ const SQL_ALLOWED: Readonly<Record<string, string>> = {
   // The PostgreSQL implementation of the SearchIndex interface: a store behind its own interface,
   // the counterpart of the Elasticsearch adapter.
   'runtime/search/postgres.ts': 'PostgreSQL search index',
+  // Uploaded files' bytes kept until their ingestion ends: the knowledge resource's third
+  // repository, next to the job queue that reads them.
+  'runtime/knowledge/uploads.ts': 'uploaded document bytes',
   // The calls' second repository: which process holds a call, its stream tokens, and the
   // requests other processes make of that process.
   'runtime/calls/holding.ts': 'call holders and requests to them',

@@ -1,15 +1,18 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { link, mkdir, open, readFile, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import type { CommonQueryMethods } from 'slonik';
+import type { Logger } from '../logger.js';
+import { sharedSecret } from '../store/secrets.js';
 import { FRAME_SAMPLES, SAMPLE_RATE, WAV_HEADER_BYTES, wavHeader } from '../voice/audio.js';
 
 /**
  * Call recordings: a stereo WAV (caller left, agent right, PCM16 16 kHz) written while the call
  * runs, 20 ms at a time in step with the call ticker, through a write stream (a few hundred
  * milliseconds buffered, never the call). The header's sizes are filled in when the call ends.
- * Recordings are served at signed, expiring URLs: HMAC-SHA256 of "call_id.expires" with a secret
- * kept in DATA_DIR.
+ * Recordings are served at signed, expiring URLs: HMAC-SHA256 of "call_id.expires" with a key
+ * kept in PostgreSQL, shared by every process.
  */
 
 const HEADER_BYTES = WAV_HEADER_BYTES;
@@ -137,35 +140,36 @@ export async function recoverRecording(dir: string, callId: number): Promise<str
 }
 
 const SECRET_BYTES = 32;
+/** Where versions that kept the key per data directory kept it. */
+const LEGACY_SECRET_FILE = 'recordings.secret';
 
 /**
- * The secret that signs recording URLs, made once per data directory: written whole under a
- * temporary name and linked into place, so a process starting alongside or a crash midway never
- * leaves a short or empty key; one that is not 32 bytes stops the start rather than sign with it.
+ * The key that signs recording URLs, the same for every process on the database (a link one
+ * process gives, another serves): made once and kept in PostgreSQL. The first start after an
+ * upgrade takes the key of its data directory's `recordings.secret`, so the links it gave stay
+ * valid. A key that is not 32 bytes (an empty or short file) stops the start rather than sign with it.
  */
-export async function recordingSecret(dataDir: string): Promise<Buffer> {
-  const path = join(dataDir, 'recordings.secret');
-  const read = async () => {
-    const secret = Buffer.from((await readFile(path, 'utf8')).trim(), 'hex');
-    if (secret.length !== SECRET_BYTES) throw new Error(`${path} does not hold a ${SECRET_BYTES}-byte key; remove it to make a new one (existing recording links stop working)`);
-    return secret;
-  };
+export async function recordingSecret(db: CommonQueryMethods, dataDir: string, logger?: Logger): Promise<Buffer> {
+  const path = join(dataDir, LEGACY_SECRET_FILE);
+  const secret = await sharedSecret(db, 'recordings', async () => (await legacySecret(path)) ?? randomBytes(SECRET_BYTES));
+  if (secret.length !== SECRET_BYTES) throw new Error(`the recording link key in platform_secrets is not ${SECRET_BYTES} bytes`);
+  const own = await legacySecret(path).catch(() => null);
+  if (own && !own.equals(secret)) logger?.warn({ path }, 'this data directory kept another recording link key; the links given with it no longer open');
+  return secret;
+}
+
+/** The key of a data directory from before the key was shared; null when there is none. */
+async function legacySecret(path: string): Promise<Buffer | null> {
+  let text: string;
   try {
-    return await read();
+    text = await readFile(path, 'utf8');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
   }
-  await mkdir(dataDir, { recursive: true });
-  const temporary = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
-  await writeFile(temporary, randomBytes(SECRET_BYTES).toString('hex'), { mode: 0o600 });
-  try {
-    await link(temporary, path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  } finally {
-    await unlink(temporary).catch(() => undefined);
-  }
-  return read();
+  const secret = Buffer.from(text.trim(), 'hex');
+  if (secret.length !== SECRET_BYTES) throw new Error(`${path} does not hold a ${SECRET_BYTES}-byte key; remove it to make a new one (existing recording links stop working)`);
+  return secret;
 }
 
 export const RECORDING_URL_TTL_S = 24 * 3600;

@@ -1,5 +1,3 @@
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { DatabasePool } from 'slonik';
 import type { Block } from '../../workers/text.js';
 import type { Clock } from '../clock.js';
@@ -10,6 +8,7 @@ import type { WorkerPool } from '../workers.js';
 import { CrawlError, type Crawler } from './crawler.js';
 import { EmbeddingError, type Embedder } from './embedder.js';
 import { claimJob, completeJob, failJob, holdJob, releaseJob, renewLease, retryJob, type ClaimedJob } from './jobs.js';
+import { readLegacyUpload, uploadedBytes } from './uploads.js';
 
 /**
  * The ingestion worker: claims document jobs, extracts text (worker pool), chunks and embeds it,
@@ -28,6 +27,7 @@ export interface IngestionOptions {
   readonly embedder: Embedder;
   readonly index: SearchIndex;
   readonly crawler: Crawler;
+  /** Where files uploaded by earlier versions are: read when the database holds no bytes for the document. */
   readonly dataDir: string;
   readonly logger: Logger;
   /** The clock of the poll and the lease renewals (a job's lease itself is kept in database time). */
@@ -80,10 +80,8 @@ export function createIngestion(options: IngestionOptions) {
       return result.blocks;
     }
     const path = job.source.path;
-    if (typeof path !== 'string') throw new PermanentFailure('The uploaded file is missing.');
-    const bytes = await readFile(join(options.dataDir, path)).catch(() => {
-      throw new PermanentFailure('The uploaded file is missing.');
-    });
+    const bytes = (await uploadedBytes(pool, job.document_id)) ?? (typeof path === 'string' ? await readLegacyUpload(options.dataDir, path) : null);
+    if (!bytes) throw new PermanentFailure('The uploaded file is missing.');
     const extracted = await workers.extractFile({ type: job.type, bytes });
     if ('error' in extracted) throw new PermanentFailure(extracted.error);
     return extracted.blocks;

@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { refreshKnowledgebaseStatus } from './repository.js';
+import { dropUpload } from './uploads.js';
 
 /**
  * The document job queue in PostgreSQL. A job is claimed with FOR UPDATE SKIP LOCKED and leased
@@ -72,12 +73,13 @@ export async function renewLease(db: CommonQueryMethods, job: ClaimedJob, leaseM
 }
 
 /**
- * Final success: document active, job done, knowledgebase status recomputed. `deleted` when the
+ * Final success: document active, job done, its uploaded file dropped, knowledgebase status recomputed. `deleted` when the
  * document is gone; `superseded` when the job was claimed again meanwhile (that claim settles it).
  */
 export async function completeJob(db: CommonQueryMethods, job: ClaimedJob): Promise<'done' | 'deleted' | 'superseded'> {
   const own = await db.query(sql.unsafe`UPDATE document_jobs SET status = 'done', lease_expires_at = NULL, last_error = NULL, updated_at = now() WHERE ${ownClaim(job)}`);
   if (own.rowCount === 0) return (await documentExists(db, job.document_id)) ? 'superseded' : 'deleted';
+  await dropUpload(db, job.document_id);
   const updated = await db.query(sql.unsafe`UPDATE documents SET status = 'active', error = NULL, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
   return updated.rowCount > 0 ? 'done' : 'deleted';
@@ -88,20 +90,23 @@ async function documentExists(db: CommonQueryMethods, documentId: number): Promi
 }
 
 /**
- * Final failure: document failed with a message for the user (unless the job was claimed again
- * meanwhile), under `holdJob`'s locks. Run inside a transaction.
+ * Final failure: document failed with a message for the user, its uploaded file dropped (nothing
+ * runs the job again), unless the job was claimed again meanwhile; under `holdJob`'s locks. Run
+ * inside a transaction.
  * @returns whether it was recorded (false: the job was not this claim's any more, or is gone).
  */
 export async function failJob(db: CommonQueryMethods, job: ClaimedJob, message: string): Promise<boolean> {
   if ((await holdJob(db, job)) !== 'held') return false;
   await db.query(sql.unsafe`UPDATE document_jobs SET status = 'failed', lease_expires_at = NULL, last_error = ${message}, updated_at = now() WHERE ${ownClaim(job)}`);
+  await dropUpload(db, job.document_id);
   await db.query(sql.unsafe`UPDATE documents SET status = 'failed', error = ${message}, updated_at = now() WHERE id = ${job.document_id}`);
   await refreshKnowledgebaseStatus(db, job.knowledgebase_id);
   return true;
 }
 
 /**
- * A transient failure: try again after `delayMs` (unless the job was claimed again meanwhile).
+ * A transient failure: try again after `delayMs` (unless the job was claimed again meanwhile); the
+ * uploaded file is kept for it.
  * @returns whether it was recorded.
  */
 export async function retryJob(db: CommonQueryMethods, job: ClaimedJob, message: string, delayMs: number): Promise<boolean> {

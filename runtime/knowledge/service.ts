@@ -21,7 +21,7 @@ import {
   type DocumentRow,
   type KnowledgebaseRow,
 } from './repository.js';
-import { removeUpload, storeUpload } from './uploads.js';
+import { removeLegacyUpload, storeUpload } from './uploads.js';
 
 const STATUS_LABELS = { empty: 'Empty', processing: 'Processing', active: 'Active', failed: 'Failed' } as const;
 const TYPE_LABELS = { website: 'Website', pdf: 'PDF', txt: 'TXT', docx: 'DOCX' } as const;
@@ -80,6 +80,7 @@ export interface KnowledgeServiceDeps {
   readonly workers: WorkerPool;
   readonly index: SearchIndex;
   readonly embedder: Embedder;
+  /** Where files uploaded by earlier versions are (removed with their documents). */
   readonly dataDir: string;
   readonly logger: Logger;
   /** Called after a document job is enqueued, so ingestion starts without waiting for a poll. */
@@ -138,13 +139,13 @@ export function createKnowledgeService({ pool, workers, index, embedder, dataDir
     async deleteKnowledgebase(userId: number, id: number): Promise<void> {
       const paths = await pool.transaction((tx) => deleteKnowledgebase(tx, userId, id));
       if (!paths) throw new PlatformError('knowledgebase_not_found');
-      await cleanUp({ userId, knowledgebaseId: id }, [index.deleteKnowledgebase(userId, id), ...paths.map((path) => removeUpload(dataDir, path))]);
+      await cleanUp({ userId, knowledgebaseId: id }, [index.deleteKnowledgebase(userId, id), ...paths.map((path) => removeLegacyUpload(dataDir, path))]);
       logger.info({ userId, knowledgebaseId: id, documents: paths.length }, 'knowledgebase deleted');
     },
 
     /**
-     * Stores what to ingest durably (the file under DATA_DIR, or the URLs) and enqueues a job in
-     * the same transaction as the document row; ingestion happens in the background.
+     * Stores what to ingest (the file's bytes, or the URLs) and enqueues a job in one transaction
+     * with the document row; ingestion happens in the background, in whichever process claims the job.
      * `read` validates the request after the knowledgebase is found (404 before 422).
      * @throws ValidationError on `file` when the content is not of the declared type.
      */
@@ -152,28 +153,24 @@ export function createKnowledgeService({ pool, workers, index, embedder, dataDir
       await ownedKnowledgebase(userId, knowledgebaseId);
       const input = read();
       let source: Record<string, unknown>;
-      let storedPath: string | undefined;
+      let file: Uint8Array | undefined;
       if (input.type === 'website') {
         source = input.links ? { links: input.links.map((l) => l.link) } : { url: input.url, relative_links_limit: input.relativeLinksLimit };
       } else {
         const inspected = await workers.inspectUpload({ type: input.type, bytes: input.file.data });
         if (inspected.problem) throw ValidationError.field('file', inspected.problem);
-        storedPath = await storeUpload(dataDir, userId, input.type, inspected.bytes);
-        source = { path: storedPath, filename: input.file.filename, content_type: input.file.contentType, size: inspected.bytes.byteLength };
+        file = inspected.bytes;
+        source = { filename: input.file.filename, content_type: input.file.contentType, size: file.byteLength };
       }
-      try {
-        const row = await pool.transaction(async (tx) => {
-          const created = await insertDocumentWithJob(tx, { userId, knowledgebaseId, name: input.name, description: input.description, type: input.type, source });
-          await refreshKnowledgebaseStatus(tx, knowledgebaseId);
-          return created;
-        });
-        logger.info({ userId, knowledgebaseId, documentId: row.id, type: row.type }, 'document queued for ingestion');
-        onEnqueued?.();
-        return documentView(row);
-      } catch (error) {
-        if (storedPath) await removeUpload(dataDir, storedPath).catch(() => undefined);
-        throw error;
-      }
+      const row = await pool.transaction(async (tx) => {
+        const created = await insertDocumentWithJob(tx, { userId, knowledgebaseId, name: input.name, description: input.description, type: input.type, source });
+        if (file) await storeUpload(tx, created.id, file);
+        await refreshKnowledgebaseStatus(tx, knowledgebaseId);
+        return created;
+      });
+      logger.info({ userId, knowledgebaseId, documentId: row.id, type: row.type }, 'document queued for ingestion');
+      onEnqueued?.();
+      return documentView(row);
     },
 
     async listDocuments(userId: number, knowledgebaseId: number): Promise<DocumentView[]> {
@@ -197,7 +194,7 @@ export function createKnowledgeService({ pool, workers, index, embedder, dataDir
       return documentView(row);
     },
 
-    /** Permanent: the record, its job, its stored file; the knowledgebase status is recomputed. */
+    /** Permanent: the record, its job, its file; the knowledgebase status is recomputed. */
     async deleteDocument(userId: number, knowledgebaseId: number, id: number): Promise<void> {
       await ownedKnowledgebase(userId, knowledgebaseId);
       const row = await findDocument(pool, userId, knowledgebaseId, id);
@@ -207,7 +204,7 @@ export function createKnowledgeService({ pool, workers, index, embedder, dataDir
         await refreshKnowledgebaseStatus(tx, knowledgebaseId);
       });
       const path = row.source.path;
-      await cleanUp({ userId, knowledgebaseId, documentId: id }, [index.deleteDocument(userId, id), ...(typeof path === 'string' ? [removeUpload(dataDir, path)] : [])]);
+      await cleanUp({ userId, knowledgebaseId, documentId: id }, [index.deleteDocument(userId, id), ...(typeof path === 'string' ? [removeLegacyUpload(dataDir, path)] : [])]);
       logger.info({ userId, knowledgebaseId, documentId: id }, 'document deleted');
     },
 
