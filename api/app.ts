@@ -38,10 +38,12 @@ export interface AppDeps {
   readonly config: Config;
   readonly logger: Logger;
   readonly runtime: Runtime;
+  /** `GET /metrics`'s exposition when not this process's own (a supervisor's server process: the machine's). */
+  readonly scrapeMetrics?: () => Promise<string>;
 }
 
 /** The routes and sockets over a started runtime, for a server to serve. */
-export function buildApp({ config, logger, runtime }: AppDeps): { router: Router; routing: Routing } {
+export function buildApp({ config, logger, runtime, scrapeMetrics }: AppDeps): { router: Router; routing: Routing } {
   const { services } = runtime;
   const router = new Router();
   const perIp = createRateLimiter(config.rateLimits.perIp);
@@ -68,7 +70,7 @@ export function buildApp({ config, logger, runtime }: AppDeps): { router: Router
     ...plivoRoutes(services.voice, { authToken: config.plivoAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),
     ...webhookRoutes(services.webhooks),
     ...recordingRoutes(services.calls),
-    ...metricsRoutes(() => runtime.metrics.registry, config.metricsToken),
+    ...metricsRoutes(scrapeMetrics ?? (() => runtime.metrics.registry.metrics()), config.metricsToken),
     ...(config.adminToken ? adminRoutes(services.admin) : []),
   ];
   for (const route of routes) router.add(route);

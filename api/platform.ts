@@ -34,9 +34,10 @@ const BACKGROUND_MS = 10_000;
  * Starts the server and the runtime under it: the port is bound first (exclusively), so a port in
  * use is refused before any database is touched; until the runtime is up every request is 503.
  * What `npm start` runs and what tests start. With a `role`, one of several server processes of a
- * supervisor (api/supervisor.ts): the port is shared with the siblings and the database is theirs.
+ * supervisor (api/supervisor.ts): the port is shared with the siblings and the database is theirs,
+ * and `scrapeMetrics` gives `GET /metrics` the figures of them all.
  */
-export async function startPlatform(config: Config, logger: Logger, options: RuntimeOptions = {}, role?: ServerRole): Promise<RunningPlatform> {
+export async function startPlatform(config: Config, logger: Logger, options: RuntimeOptions = {}, role?: ServerRole, scrapeMetrics?: () => Promise<string>): Promise<RunningPlatform> {
   const server = createHttpServer({ logger, jsonBodyLimit: config.jsonBodyLimit, multipartBodyLimit: config.multipartBodyLimit, trustProxy: config.trustProxy });
   const port = await server.listen(config.host, config.port, { shared: role !== undefined });
   let runtime: Runtime;
@@ -48,7 +49,7 @@ export async function startPlatform(config: Config, logger: Logger, options: Run
   }
   const origin = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   runtime.setListeningOrigin(origin);
-  server.serve(buildApp({ config, logger, runtime }).routing);
+  server.serve(buildApp({ config, logger, runtime, scrapeMetrics }).routing);
   logger.info({ pid: process.pid, host: config.host, port, ...startupFacts(config, runtime.publicUrl(), runtime.embeddedDirectory) }, 'platform listening');
 
   /**

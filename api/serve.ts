@@ -9,6 +9,8 @@ import { exitAfterLogs, handleStopSignals } from './signals.js';
 export interface ServeOptions {
   /** One of a supervisor's server processes (WORKERS above 1). */
   readonly role?: ServerRole;
+  /** `GET /metrics`'s exposition: the machine's, for a supervisor's server process. @defaultValue this process's own */
+  readonly scrapeMetrics?: () => Promise<string>;
   readonly runtime?: RuntimeOptions;
   /** The server listens and serves. */
   onListening?(platform: RunningPlatform): void;
@@ -47,7 +49,7 @@ export async function serve(config: Config, logger: Logger, options: ServeOption
     if (platform) stop();
   });
   try {
-    platform = await startPlatform(config, logger, options.runtime, options.role);
+    platform = await startPlatform(config, logger, options.runtime, options.role, options.scrapeMetrics);
   } catch (error) {
     if (error instanceof StartupError) process.stderr.write(`${error.message}\n`);
     else logger.fatal({ err: error }, 'start-up failed');

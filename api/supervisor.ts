@@ -5,6 +5,7 @@ import { StartupError } from '../runtime/errors.js';
 import type { Logger } from '../runtime/logger.js';
 import { prepareDatabase } from '../runtime/store/prepare.js';
 import { probePort } from './http/server.js';
+import { createMetricsGatherer } from './machine_metrics.js';
 import { exitAfterLogs, handleStopSignals } from './signals.js';
 import { ASK_START, READY, type WorkerStart } from './worker.js';
 
@@ -21,7 +22,8 @@ import { ASK_START, READY, type WorkerStart } from './worker.js';
  * exits otherwise is started again, after 1 s, 2 s, 5 s, 10 s, then every 30 s while it keeps
  * failing; its calls are settled by the others' sweep. A supervisor killed hard leaves its
  * server processes without a channel: each stops by itself, hurried, and the next start takes
- * the database over (store/embedded_orphan.ts).
+ * the database over (store/embedded_orphan.ts). A scrape of `GET /metrics` on any server process
+ * gets the figures of them all (api/machine_metrics.ts).
  */
 
 export interface SupervisorOptions {
@@ -52,6 +54,8 @@ interface Slot {
   child?: ChildProcess;
   startedAt: number;
   failures: number;
+  /** It serves (said `ready`); cleared when it exits. */
+  serving?: boolean;
   restart?: NodeJS.Timeout;
 }
 
@@ -65,6 +69,7 @@ export async function startSupervisor(config: Config, logger: Logger, options: S
   let finishing: Promise<void> | undefined;
   let stoppedResolve!: () => void;
   const stopped = new Promise<void>((resolve) => (stoppedResolve = resolve));
+  const metrics = createMetricsGatherer(() => slots.flatMap((slot) => (slot.serving && slot.child?.connected ? [slot.child] : [])), slots.length, logger);
 
   const finish = (): void => {
     finishing ??= (async () => {
@@ -87,12 +92,14 @@ export async function startSupervisor(config: Config, logger: Logger, options: S
         if (said === ASK_START) child.send(message);
         else if (said === READY && !ready) {
           ready = true;
+          slot.serving = true;
           logger.info({ worker: index, pid: child.pid }, 'server process ready');
           resolve();
-        } else options.onMessage?.(index, said);
+        } else if (!metrics.handle(child, said)) options.onMessage?.(index, said);
       });
       child.once('exit', (code, signal) => {
         slot.child = undefined;
+        slot.serving = false;
         if (!ready) reject(new StartupError(`Server process ${index} exited during start-up (${code ?? signal}); the line above says why`));
         exited(index, child.pid, code, signal);
       });

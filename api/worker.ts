@@ -1,13 +1,17 @@
 import { pathToFileURL } from 'node:url';
+import type { Registry } from 'prom-client';
 import { createLogger } from '../runtime/logger.js';
 import type { RuntimeOptions, ServerRole } from '../runtime/platform.js';
+import { createMachineMetrics, type MetricsMessage } from './machine_metrics.js';
 import { configOrExit, serve } from './serve.js';
 
 /**
  * A server process started by the supervisor (api/supervisor.ts) over an IPC channel: the
  * configuration from the environment as any server process reads it, and from the supervisor its
  * role (the database, its index) and the port. It says `ready` once it serves, and stops by
- * itself, hurried, when the channel closes without a stop (the supervisor was killed).
+ * itself, hurried, when the channel closes without a stop (the supervisor was killed). Its
+ * `GET /metrics` answers the figures of every server process, through the supervisor
+ * (api/machine_metrics.ts).
  */
 
 /** The supervisor's one message to a server process, before it starts. */
@@ -21,7 +25,7 @@ export const ASK_START = 'start?';
 export const READY = 'ready';
 
 /** A message to the supervisor; none when it is gone (the channel's close stops this process). */
-function tell(message: string): void {
+function tell(message: string | MetricsMessage): void {
   process.send?.(message, undefined, undefined, () => undefined);
 }
 
@@ -30,14 +34,21 @@ export function runWorker(runtime?: (start: WorkerStart) => RuntimeOptions): voi
   const config = configOrExit();
   const abandoned = new Promise<void>((resolve) => process.once('disconnect', resolve));
   let started = false;
+  let registry: Registry | undefined;
+  const metrics = createMachineMetrics(() => registry, tell);
   process.once('message', (start: WorkerStart) => {
     started = true;
+    process.on('message', (message) => metrics.handle(message));
     const logger = createLogger(config.logLevel).child({ worker: start.role.index });
     void serve({ ...config, port: start.port }, logger, {
       role: start.role,
       runtime: runtime?.(start),
       abandoned,
-      onListening: () => tell(READY),
+      scrapeMetrics: () => metrics.scrape(),
+      onListening: (platform) => {
+        registry = platform.runtime.metrics.registry;
+        tell(READY);
+      },
     });
   });
   tell(ASK_START);

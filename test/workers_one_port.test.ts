@@ -2,10 +2,13 @@
  * `WORKERS=2` as operators run it (`node api/main.ts`, embedded database, a fresh DATA_DIR):
  * 1. the supervisor starts the database and migrates once; two server processes listen on the
  *    one port and both answer it (each names itself in its metrics and log lines);
- * 2. a server process killed with SIGKILL is started again by the supervisor, and the port
- *    answers meanwhile;
- * 3. SIGTERM to the supervisor stops every server process, then the database; nothing is left;
- * 4. a supervisor killed with SIGKILL: its server processes stop by themselves, and the next start
+ * 2. /metrics, whichever process takes the scrape, answers the figures of both, each series
+ *    labelled with its process: a request counted by either shows in every scrape; the loopback
+ *    rule is still the taking process's;
+ * 3. a server process killed with SIGKILL is started again by the supervisor, and the port
+ *    answers meanwhile (its metrics say one process is missing);
+ * 4. SIGTERM to the supervisor stops every server process, then the database; nothing is left;
+ * 5. a supervisor killed with SIGKILL: its server processes stop by themselves, and the next start
  *    takes over the database it left running.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -21,15 +24,21 @@ t.teardown(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-/** The `worker` labels of the processes that answered `count` scrapes of /metrics. */
-async function answeringWorkers(origin: string, count: number): Promise<Set<string>> {
-  const seen = new Set<string>();
-  for (let i = 0; i < count && seen.size < 2; i++) {
-    const label = /^process_cpu_user_seconds_total\{worker="(\d+)"\}/m.exec(await getFresh(`${origin}/metrics`));
-    if (label) seen.add(label[1]!);
-  }
-  return seen;
+/** How many scrapes of /metrics each process (by `worker` label) answered, as one scrape shows them. */
+function scrapesAnswered(exposition: string): Map<string, number> {
+  const counts = /^http_request_duration_seconds_count\{route="\/metrics",method="GET",status="200",worker="(\d+)"\} (\d+)$/gm;
+  return new Map([...exposition.matchAll(counts)].map((match) => [match[1]!, Number(match[2])]));
 }
+
+/** The `worker` labels of the processes that answered scrapes of /metrics, scraping up to `count` times until both have. */
+async function answeringWorkers(origin: string, count: number): Promise<Set<string>> {
+  let answered = new Map<string, number>();
+  for (let i = 0; i < count && answered.size < 2; i++) answered = scrapesAnswered(await getFresh(`${origin}/metrics`));
+  return new Set(answered.keys());
+}
+
+/** The `worker` labels of one metric's series in an exposition. */
+const workersOf = (exposition: string, metric: string) => [...exposition.matchAll(new RegExp(`^${metric}\\{worker="(\\d+)"\\}`, 'gm'))].map((match) => match[1]).sort();
 
 /** The server as operators start it with WORKERS=2; resolves once both server processes serve. */
 async function startTwo(): Promise<{ server: ServerProcess; origin: string; pids: number[] }> {
@@ -59,19 +68,36 @@ t.test('two server processes on one port, one database, migrated once; restarted
   t.same([...(await answeringWorkers(origin, 200))].sort(), ['0', '1'], 'both answer requests on the port');
   t.ok(await server.line((line) => line.msg === 'request' && line.worker === 1), 'log lines name the process that wrote them');
 
-  // 2. A server process dies: the supervisor starts it again; the other serves meanwhile.
+  // 2. Every scrape, whichever process takes it, has both processes' figures, each its own.
+  const before = [...scrapesAnswered(await getFresh(`${origin}/metrics`)).values()].reduce((a, b) => a + b, 0);
+  for (let i = 1; i <= 20; i++) {
+    const exposition = await getFresh(`${origin}/metrics`);
+    t.same(workersOf(exposition, 'process_start_time_seconds'), ['0', '1'], `scrape ${i}: both processes' series, apart`);
+    t.match(exposition, /^metrics_processes_missing 0$/m, `scrape ${i}: none missing`);
+    // Each scrape is counted by the process that answered it, after answering: the earlier ones, wherever they landed.
+    const counted = [...scrapesAnswered(exposition).values()].reduce((a, b) => a + b, 0);
+    if (counted !== before + i) t.fail(`scrape ${i}: counts ${counted} scrapes, not ${before + i}`);
+  }
+  t.pass('every scrape counts every earlier scrape, whichever process answered it');
+  const forwarded = await fetch(`${origin}/metrics`, { headers: { 'x-forwarded-for': '203.0.113.9' } });
+  t.equal(forwarded.status, 403, 'a scrape forwarded by a proxy is still refused without METRICS_TOKEN');
+
+  // 3. A server process dies: the supervisor starts it again; the other serves meanwhile.
   const [first, second] = pids as [number, number];
   process.kill(second, 'SIGKILL');
   const exited = await server.line((line) => line.msg === 'a server process exited; starting it again' && line.pid === second);
   t.match(exited, { worker: 1, signal: 'SIGKILL' }, 'the supervisor saw it die');
   t.equal(await getFresh(`${origin}/health`), '{"status":"ok"}', 'the port still answers');
+  const alone = await getFresh(`${origin}/metrics`);
+  t.same(workersOf(alone, 'process_start_time_seconds'), ['0'], 'the metrics have the survivor\'s figures');
+  t.match(alone, /^metrics_processes_missing 1$/m, 'and say one process is missing');
   const again = await server.line((line) => line.msg === 'server process ready' && line.worker === 1 && line.pid !== second);
   started.push(again.pid as number);
   t.ok(isRunning(again.pid as number), 'a new server process took its place');
   t.same([...(await answeringWorkers(origin, 200))].sort(), ['0', '1'], 'and both answer again');
   t.equal(from(server.log, 'database migrated').length, 1, 'the new one did not migrate');
 
-  // 3. One SIGTERM to the supervisor stops all of it, the database last.
+  // 4. One SIGTERM to the supervisor stops all of it, the database last.
   const tree = descendants(server.child.pid!);
   t.ok(tree.includes(postgres) && tree.includes(first), 'the database and the server processes are the supervisor\'s');
   process.kill(server.child.pid!, 'SIGTERM');

@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { PlatformError } from '../../runtime/errors.js';
 import { isLoopbackAddress } from '../../runtime/net/addresses.js';
 import type { ApiRequest, RouteDefinition } from '../http/types.js';
@@ -16,9 +16,10 @@ function fromThisMachine(req: ApiRequest): boolean {
 /**
  * `GET /metrics`: with METRICS_TOKEN, for its bearer only (401 otherwise); without it, for
  * requests from this machine only (403 otherwise), so a server reachable from the internet does
- * not show its figures to anyone by default.
+ * not show its figures to anyone by default. `scrape`: the exposition, asked for once the request
+ * passed those rules (with WORKERS above 1, every server process's figures: api/machine_metrics.ts).
  */
-export function metricsRoutes(registry: () => Registry, token: string | undefined): RouteDefinition[] {
+export function metricsRoutes(scrape: () => Promise<string>, token: string | undefined): RouteDefinition[] {
   const expected = token ? Buffer.from(`Bearer ${token}`) : undefined;
   return [
     {
@@ -36,8 +37,7 @@ export function metricsRoutes(registry: () => Registry, token: string | undefine
         } else if (!fromThisMachine(req)) {
           throw new PlatformError('metrics_loopback_only');
         }
-        const metrics = registry();
-        return { status: 200, body: await metrics.metrics(), headers: { 'Content-Type': metrics.contentType } };
+        return { status: 200, body: await scrape(), headers: { 'Content-Type': Registry.PROMETHEUS_CONTENT_TYPE } };
       },
     },
   ];
