@@ -21,13 +21,12 @@
  *    callbacks on the third, completes.
  * 9. A hang-up sent to a third process ends a Twilio call whose webhook and stream were on the
  *    other two; Twilio is asked to hang up.
- * 10-11 (todo until files are shared by the processes: today each process keeps its own under its
- *    DATA_DIR, and the others answer as if there were none):
  * 10. A document uploaded to a process whose ingestion slot is busy is ingested by the process
- *    that takes its job (today: `The uploaded file is missing.`, status `failed`).
- * 11. A call's recording URL, as any process gives it, is served by every process (today: 403,
- *    each process signs the URLs with a key of its own data directory; and the file is only on
- *    the process that held the call).
+ *    that takes its job (its bytes are kept in PostgreSQL).
+ * 11 (todo while the processes have data directories of their own). A call's recording URL, as any
+ *    process gives it, is served by every process: the key that signs it is shared (PostgreSQL),
+ *    but the file is under the DATA_DIR of the process that held the call, so across machines
+ *    that directory must be shared.
  * 12. A process killed (SIGKILL) while holding a web call: the proxy skips it and a survivor's
  *    sweep settles the call (ended, charged once, its webhook delivered once).
  * 13. The process holding a Twilio call whose webhook another took is killed: the
@@ -54,7 +53,7 @@ const TWILIO_TOKEN = 'twilio-auth-token-0123456789';
 const CALLER = '+14155550199';
 /** `AP_TEST_RUN_TODO=1` runs the todo scenarios as ordinary tests (tap skips a todo test's body). */
 const todo = (reason: string) => (process.env.AP_TEST_RUN_TODO ? {} : { todo: reason });
-const SHARED_FILES = todo('uploads and recordings are kept under the DATA_DIR of one process');
+const SHARED_RECORDINGS = todo('a recording is kept under the DATA_DIR of the process that held the call');
 
 /** A Standard Webhooks receiver: every delivery verified against the owner's secret, kept with its `webhook-id`. */
 async function webhookReceiver(t: Test) {
@@ -390,7 +389,7 @@ t.test('9. a hang-up sent to a third process ends a Twilio call held by another'
   t.equal((await callCharges()).get(id), 1, 'one ledger entry');
 });
 
-t.test('10. an uploaded document is ingested by whichever process takes its job', SHARED_FILES, async (t) => {
+t.test('10. an uploaded document is ingested by whichever process takes its job', async (t) => {
   const kb = (await cluster.api('POST', '/user/knowledgebases', { body: { name: 'Uploads' }, token: a.token })).body.data.id as number;
   // Three crawls held by the site: one per process, each process's only ingestion slot.
   const heldBy = new Map<string, number>();
@@ -429,7 +428,7 @@ t.test('10. an uploaded document is ingested by whichever process takes its job'
   t.equal(status, 'active', 'and ingested the file process 0 received');
 });
 
-t.test('11. a call\'s recording is served by every process', SHARED_FILES, async (t) => {
+t.test('11. a call\'s recording is served by every process', SHARED_RECORDINGS, async (t) => {
   const { id, line } = await webCall(p1, p1, a.recorded.uuid);
   await answered(id, line, p1);
   await talked(id);
