@@ -254,6 +254,8 @@ export function mediaSocket(app: uWS.TemplatedApp, format: MediaFormat, deps: Me
       const wasClosed = data.closed;
       data.closed = true;
       if (wasClosed || data.stopped || !data.session?.live) return;
+      // Which end closed a live call's stream, and how: the call's end follows from it.
+      deps.logger.info({ callId: data.session.spec.callId, carrier: format.name, code }, 'the media stream of a live call closed');
       data.session.send({ type: format.hangUpOnClose?.(code) ? 'CALLER_HUNG_UP' : 'CONNECTION_LOST' });
     },
   }));
