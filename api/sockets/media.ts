@@ -212,13 +212,14 @@ export function mediaSocket(app: uWS.TemplatedApp, format: MediaFormat, deps: Me
             session?.send({ type: 'CONNECTION_LOST' });
             return;
           }
-          res.cork(() => {
-            if (!session) {
-              res.writeStatus('401 Unauthorized').writeHeader('Content-Type', 'application/json').end(JSON.stringify({ message: 'The call token is invalid, used or expired.' }));
-              return;
-            }
-            res.upgrade<SocketData>(socketData(format.codec(), session), key, protocol, extensions, context);
-          });
+          if (!session) {
+            res.cork(() => res.writeStatus('401 Unauthorized').writeHeader('Content-Type', 'application/json').end(JSON.stringify({ message: 'The call token is invalid, used or expired.' })));
+            return;
+          }
+          // Not corked: in this uWS build an upgrade made later, inside cork, can close the new
+          // socket at once (1006) when its first frames go out while still corked
+          // (uNetworking/uWebSockets#1928, fixed upstream by #1929).
+          res.upgrade<SocketData>(socketData(format.codec(), session), key, protocol, extensions, context);
         },
         (error: unknown) => {
           deps.logger.error({ err: error, carrier: format.name }, 'the media stream could not claim its call');
