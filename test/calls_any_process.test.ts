@@ -8,8 +8,9 @@
  * 2. A repeat of the voice webhook on B before the stream joins streams the same call with a new
  *    token; either answer's token joins it, once; still one call.
  * 3. Outbound: placed on A; the carrier's `ringing` callback lands on B and reaches A (which holds
- *    the call until its stream joins); the stream joins B; the carrier's `completed` callback lands
- *    on A and ends the call on B.
+ *    the call until its stream joins); the stream joins B; a forged `busy` naming another carrier
+ *    call, sent to A, is not passed on; the carrier's `completed` callback lands on A and ends the
+ *    call on B.
  */
 import { once } from 'node:events';
 import t, { type Test } from 'tap';
@@ -133,6 +134,8 @@ t.test("outbound: placed on A, its callbacks on either process, its stream on B;
   await until(() => voiceOf(s.api).session(callId) === undefined, 'A to let the call go');
   t.equal(voiceOf(b).session(callId)?.currentStatus, 'in-progress', 'B holds it, answered');
 
+  const forgedBusy = await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallSid: 'CAforged', CallStatus: 'busy' }));
+  t.equal(forgedBusy.status, 200, "a callback naming another carrier call is taken, and not passed on (else the call would end busy before the real one's end)");
   t.equal((await s.api.request('POST', `/telephony/twilio/status?call_id=${callId}`, form({ CallSid: carrierCallId, CallStatus: 'completed' }))).status, 200, 'completed, told to A');
   const call = await ended(s, b, callId);
   t.equal(call.status, 'completed', 'B ended it as the carrier said');

@@ -20,6 +20,8 @@ export interface CallCommandsDeps {
   readonly holder: string;
   /** The calls this process holds live. */
   held(): number[];
+  /** Whether this process holds `callId` live (every process hears every notification: this is asked of each). */
+  holds(callId: number): boolean;
   /** Carries out a request to a call held here (gone meanwhile: nothing to do). */
   carryOut(callId: number, command: CallCommand): void;
   /** Calls held here until now that another process took over (their stream joined there). */
@@ -52,7 +54,7 @@ export function createCallCommands(deps: CallCommandsDeps) {
     ? listenTo(deps.databaseUrl, CALL_COMMANDS_CHANNEL, {
         notified: (payload) => {
           const id = Number(payload);
-          if (deps.held().includes(id)) void notified(id);
+          if (deps.holds(id)) void notified(id);
         },
         listening: () => void take(deps.held()),
       }, deps.logger)

@@ -99,6 +99,7 @@ export class CallLifecycle {
       logger: deps.logger,
       holder: this.holder,
       held: () => [...this.calls.ids()],
+      holds: (id) => this.calls.has(id),
       carryOut: (id, command) => {
         const call = this.calls.get(id);
         if (!call) return;
