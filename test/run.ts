@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { startTestCluster } from './helpers/cluster.js';
+import { TapFailures } from './helpers/tapFailures.js';
 
 /**
  * `npm test`: one embedded PostgreSQL for the whole run with a migrated template database, then
@@ -34,14 +35,20 @@ try {
     // as the plain closing line CI reads: `P passed, F failed, S skipped`.
     let pending = '';
     let summary: string | undefined;
+    const failures = new TapFailures();
     child.stdout.on('data', (chunk: Buffer) => {
       process.stdout.write(chunk);
       pending += chunk.toString();
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
-      for (const line of lines) if (/^# \{ total: /.test(line)) summary = line;
+      for (const line of lines) {
+        failures.line(line);
+        if (/^# \{ total: /.test(line)) summary = line;
+      }
     });
     child.stdout.on('end', () => {
+      const failed = failures.summary();
+      if (failed.length > 0) process.stdout.write(`\n# The failures, restated:\n${failed.join('\n')}\n`);
       if (!summary) return;
       const count = (name: string): number => Number(new RegExp(`${name}: (\\d+)`).exec(summary!)?.[1] ?? 0);
       process.stdout.write(`\n${count('pass')} passed, ${count('fail')} failed, ${count('skip') + count('todo')} skipped\n`);
