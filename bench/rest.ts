@@ -35,11 +35,13 @@ const baseline = await startBaseline(platform.runtime);
 
 const post = async (path: string, body: unknown, token?: string) =>
   (await (await fetch(`${platform.origin}/api${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) })).json()) as any;
-const users: Array<{ token: string; id: number }> = [];
-for (let i = 0; i < connections; i++) {
-  const user = await post('/auth/register', { name: 'Bench', email: `bench-${Date.now()}-${i}@example.com`, password: 'bench password' });
-  users.push({ token: user.token, id: user.user.id });
-}
+// Registered together: each hashes its password with scrypt on libuv's pool, which runs several at once.
+const users: Array<{ token: string; id: number }> = await Promise.all(
+  Array.from({ length: connections }, async (_, i) => {
+    const user = await post('/auth/register', { name: 'Bench', email: `bench-${Date.now()}-${i}@example.com`, password: 'bench password' });
+    return { token: user.token as string, id: user.user.id as number };
+  }),
+);
 const db = new pg.Client({ connectionString: platform.runtime.databaseUrl });
 await db.connect();
 await db.query(`UPDATE users SET plan = 'pro' WHERE id = ANY($1)`, [users.map((u) => u.id)]);
