@@ -182,8 +182,9 @@ export async function insertLeads(db: CommonQueryMethods, userId: number, campai
     WITH added AS (
       INSERT INTO campaign_leads (campaign_id, user_id, phone_number, variables, status)
       SELECT ${campaignId}, ${userId}, l.phone_number, l.variables::jsonb, CASE WHEN d.phone_number IS NULL THEN 'pending' ELSE 'do-not-call' END
-      FROM ${sql.unnest(phones.map((phone, index) => [phone, variables[index]!]), ['text', 'text'])} AS l(phone_number, variables)
+      FROM ${sql.unnest(phones.map((phone, index) => [phone, variables[index]!]), ['text', 'text'])} WITH ORDINALITY AS l(phone_number, variables, n)
       LEFT JOIN do_not_call d ON d.user_id = ${userId} AND d.phone_number = l.phone_number
+      ORDER BY l.n
       ON CONFLICT (campaign_id, phone_number) DO NOTHING
       RETURNING status)
     SELECT count(*)::int AS added, count(*) FILTER (WHERE status = 'do-not-call')::int AS do_not_call FROM added`);
