@@ -73,7 +73,7 @@ function campaignFields(onCreate: boolean) {
     schedule: object(
       {
         timezone: text({ optional: true, max: 64, description: "IANA time zone of the window (e.g. America/New_York); default the assistant's timezone" }),
-        days: arrayOf(oneOf(WEEK_DAYS), { optional: true, min: 1, max: 7, defaultValue: CAMPAIGN_DEFAULTS.days, description: 'Week days on which leads are dialled (mon..sun)' }),
+        days: arrayOf(oneOf(WEEK_DAYS, { description: 'A week day' }), { optional: true, min: 1, max: 7, defaultValue: CAMPAIGN_DEFAULTS.days, description: 'Week days on which leads are dialled (mon..sun)' }),
         start_time: clock('start time', CAMPAIGN_DEFAULTS.start_time),
         end_time: clock('end time', CAMPAIGN_DEFAULTS.end_time),
       },
@@ -82,7 +82,7 @@ function campaignFields(onCreate: boolean) {
     max_concurrent_calls: integer({ optional: true, min: 1, max: 100, defaultValue: CAMPAIGN_DEFAULTS.max_concurrent_calls, description: 'Most live calls of the campaign at once, across every server process' }),
     max_attempts: integer({ optional: true, min: 1, max: 10, defaultValue: CAMPAIGN_DEFAULTS.max_attempts, description: 'Most calls to one lead' }),
     retry_interval_minutes: integer({ optional: true, min: 1, max: 10_080, defaultValue: CAMPAIGN_DEFAULTS.retry_interval_minutes, description: 'Minutes between the end of a retried call and the next attempt (inside the window)' }),
-    retry_on: arrayOf(oneOf(RETRY_OUTCOMES), { optional: true, max: 4, defaultValue: CAMPAIGN_DEFAULTS.retry_on, description: 'Outcomes that are tried again (no-answer, busy, failed, voicemail); others are final' }),
+    retry_on: arrayOf(oneOf(RETRY_OUTCOMES, { description: 'An outcome of a call' }), { optional: true, max: 4, defaultValue: CAMPAIGN_DEFAULTS.retry_on, description: 'Outcomes that are tried again (no-answer, busy, failed, voicemail); others are final' }),
     variables: record({ optional: true, defaultValue: {}, description: "Values for {{variables}} in the assistant's prompt and greeting, for every lead (a lead's own variables win)" }),
   };
 }
