@@ -113,7 +113,7 @@ export const addLeadsSchema = compileSchema<{ leads?: LeadInput[] }>({
   leads: arrayOf(
     object(
       {
-        phone_number: { type: 'any', optional: true, description: 'The number to call, E.164 (+14155550100); spaces, dashes, dots and brackets are ignored' },
+        phone_number: { type: 'any', optional: true, jsonSchema: { type: 'string' }, description: 'The number to call, E.164 (+14155550100); spaces, dashes, dots and brackets are ignored. A lead without one is reported among the invalid' },
         variables: record({ optional: true, description: "This lead's values for {{variables}} (win over the campaign's)" }),
       },
       { description: 'A lead' },
