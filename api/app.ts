@@ -18,6 +18,7 @@ import { createRateLimiter } from '../runtime/rateLimit.js';
 import { conversationSocket } from './sockets/conversation.js';
 import { widgetRoutes } from './routes/widget.js';
 import { callRoutes } from './routes/calls.js';
+import { campaignsRoutes } from './routes/campaigns.js';
 import { ledgerRoutes } from './routes/ledger.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { metricsRoutes } from './routes/metrics.js';
@@ -62,6 +63,7 @@ export function buildApp({ config, logger, runtime, scrapeMetrics }: AppDeps): {
     ...conversationRoutes(services.conversations, { perIp, perConversation }, () => runtime.publicUrl()),
     ...widgetRoutes((uuid) => services.conversations.widgetOf(uuid)),
     ...callRoutes(services.calls, services.voice, () => runtime.publicUrl()),
+    ...campaignsRoutes(services.campaigns, () => runtime.publicUrl()),
     ...ledgerRoutes(services.ledger, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),
     ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),

@@ -61,6 +61,18 @@ function responseObject(doc: ResponseDoc): Json {
   return { description: doc.description };
 }
 
+/** Path parameters that are not ids: their words and schema. */
+const TEXT_PARAMETERS: Readonly<Record<string, string>> = {
+  phoneNumber: 'The number, E.164; its + may be sent as is or as %2B',
+  file: 'The file name',
+};
+
+function pathParameter(name: string): Json {
+  const words = TEXT_PARAMETERS[name];
+  if (words) return { description: words, schema: { type: 'string' } };
+  return { description: name === 'id' ? 'Id of the resource' : `The ${name}`, schema: { type: 'integer', minimum: 1 } };
+}
+
 export function operationId(method: string, path: string): string {
   return `${method.toLowerCase()}${path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(.)?/g, (_, c: string | undefined) => (c ? c.toUpperCase() : ''))}`;
 }
@@ -69,13 +81,7 @@ export function openApiDocument(routes: readonly RouteDefinition[], publicUrl: s
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     const path = route.path.replace(/:([A-Za-z]+)/g, '{$1}');
-    const parameters: Json[] = [...route.path.matchAll(/:([A-Za-z]+)/g)].map((m) => ({
-      name: m[1],
-      in: 'path',
-      required: true,
-      description: m[1] === 'id' ? 'Id of the resource' : `The ${m[1]}`,
-      schema: { type: 'integer', minimum: 1 },
-    }));
+    const parameters: Json[] = [...route.path.matchAll(/:([A-Za-z]+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, ...pathParameter(m[1]!) }));
     for (const [name, rule] of Object.entries((route.querySchema ?? {}) as Record<string, FvRule>)) {
       const schema = jsonSchemaOf(rule);
       parameters.push({ name, in: 'query', required: !rule.optional, schema, ...(schema.description ? { description: schema.description } : {}) });

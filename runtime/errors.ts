@@ -23,6 +23,8 @@ export const errorRegistry = {
   phone_number_not_found: { status: 404, message: 'Phone number not found.' },
   conversation_not_found: { status: 404, message: 'Conversation not found' },
   call_not_found: { status: 404, message: 'Call not found' },
+  campaign_not_found: { status: 404, message: 'Campaign not found' },
+  do_not_call_not_found: { status: 404, message: 'The number is not on the do-not-call list.' },
   webhook_delivery_not_found: { status: 404, message: 'Webhook delivery not found.' },
   voice_not_found: { status: 404, message: 'Voice not found.' },
   /** What a visitor is told; the conversation's owner is told the reason ("Failed to process message: <reason>"). */

@@ -16,6 +16,7 @@ import { createCatalogService } from './catalog/service.js';
 import { createVoicePreviews, type VoicePreviews } from './catalog/previews.js';
 import { createAssistantService } from './assistants/service.js';
 import { createPhoneNumberService } from './phoneNumbers/service.js';
+import { createCampaignService } from './campaigns/service.js';
 import { createWorkerPool, type WorkerPool } from './workers.js';
 import { createCrawler } from './knowledge/crawler.js';
 import { createLocalEmbedder, createOpenAiEmbedder, type Embedder } from './knowledge/embedder.js';
@@ -101,6 +102,8 @@ export interface Services {
   readonly catalog: ReturnType<typeof createCatalogService>;
   readonly assistants: ReturnType<typeof createAssistantService>;
   readonly phoneNumbers: ReturnType<typeof createPhoneNumberService>;
+  /** Outbound campaigns, their leads and the do-not-call list (the API's side; the dialler dials). */
+  readonly campaigns: ReturnType<typeof createCampaignService>;
   readonly conversations: ReturnType<typeof createConversationService>;
   readonly calls: ReturnType<typeof createCallService>;
   readonly webhooks: ReturnType<typeof createWebhookService>;
@@ -284,6 +287,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     catalog,
     assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
+    campaigns: createCampaignService({ pool: db, logger }),
     conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
     calls: createCallService({
       pool: db,

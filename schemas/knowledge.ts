@@ -3,8 +3,10 @@ import { compileSchema } from './validator.js';
 
 export const DOCUMENT_TYPES = ['website', 'pdf', 'txt', 'docx'] as const;
 export type DocumentType = (typeof DOCUMENT_TYPES)[number];
-/** Largest uploaded document (spec section 8): 20 MB. */
+/** Largest uploaded file (spec section 8): 20 MB, documents and lead lists alike. */
 export const MAX_UPLOAD_BYTES = 20 * 1024 * 1024;
+/** Laravel's words for a file over `max:20480`. */
+export const FILE_TOO_LARGE = 'The file may not be greater than 20480 kilobytes.';
 
 export interface KnowledgebaseInput {
   name: string;

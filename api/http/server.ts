@@ -220,7 +220,7 @@ export function createHttpServer(options: HttpServerOptions): HttpServer {
 
     const contentType = headers['content-type'] ?? '';
     const isMultipart = contentType.toLowerCase().startsWith('multipart/form-data');
-    const limit = isMultipart && route.multipart ? options.multipartBodyLimit : options.jsonBodyLimit;
+    const limit = (isMultipart && route.multipart) || route.largeBody ? options.multipartBodyLimit : options.jsonBodyLimit;
     const declaredLength = headers['content-length'] !== undefined ? Number(headers['content-length']) : undefined;
     const hasBody = BODY_METHODS.has(method) && ((declaredLength ?? 0) > 0 || headers['transfer-encoding'] !== undefined);
     const needsUser = route.auth === 'user' || (route.auth === 'optional' && headers.authorization !== undefined);

@@ -78,6 +78,8 @@ export interface RouteDefinition {
   readonly failureMessage?: string;
   /** Accepts multipart uploads (larger body limit). */
   readonly multipart?: boolean;
+  /** Takes a body of any type (a JSON list of leads) up to the multipart limit, not only multipart ones. */
+  readonly largeBody?: boolean;
   /**
    * Served while the server stops (carrier webhooks and status callbacks, which live calls need,
    * and health, which says it is stopping); every other route answers 503 then.

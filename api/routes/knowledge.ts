@@ -1,6 +1,7 @@
 import { ValidationError, type FieldErrors } from '../../runtime/errors.js';
 import type { KnowledgeService, NewDocument } from '../../runtime/knowledge/service.js';
 import {
+  FILE_TOO_LARGE,
   MAX_UPLOAD_BYTES,
   createDocumentSchema,
   createKnowledgebaseSchema,
@@ -15,7 +16,6 @@ import { array, dataOf, message, messageWith, without } from '../../schemas/shap
 import { document, knowledgebase, passage } from '../../schemas/responses.js';
 
 const tag = 'Knowledgebases';
-const FILE_TOO_LARGE = 'The file may not be greater than 20480 kilobytes.';
 
 /** Validates a create-document request: JSON for websites, multipart for files (spec 2.3a). */
 function newDocument(req: ApiRequest): NewDocument {

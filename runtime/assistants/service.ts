@@ -24,6 +24,7 @@ import {
   type AssistantViewRow,
 } from './repository.js';
 import { cancelPendingDeliveries, retargetPendingDeliveries } from '../webhooks/repository.js';
+import { pauseCampaignsOfAssistant } from '../campaigns/repository.js';
 import { checkOwnership, checkSettings, fillProviders, resetForMode, settingDefaults } from './rules.js';
 
 const VALIDATION_FAILED = 'Validation failed';
@@ -157,9 +158,14 @@ export function createAssistantService({ pool, catalog, logger, refusesDestinati
       return listAssistantViews(pool, userId);
     },
 
+    /** Its running campaigns are paused (status_reason `assistant_deleted`) in the same transaction. */
     async remove(userId: number, id: number): Promise<void> {
-      if (!(await deleteAssistant(pool, userId, id))) throw new PlatformError('assistant_not_found');
-      logger.info({ userId, assistantId: id }, 'assistant deleted');
+      const paused = await pool.transaction(async (tx) => {
+        const count = await pauseCampaignsOfAssistant(tx, userId, id);
+        if (!(await deleteAssistant(tx, userId, id))) throw new PlatformError('assistant_not_found');
+        return count;
+      });
+      logger.info({ userId, assistantId: id, pausedCampaigns: paused }, 'assistant deleted');
     },
 
     /** Stops webhook POSTs: `is_webhook_active` false, `webhook_url` null, pending deliveries cancelled. */
