@@ -276,6 +276,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       if (row) await index.indexCall({ id: row.id, userId: row.user_id, assistantId: row.assistant_id, campaignId: row.campaign_id, status: row.status, type: row.type, clientPhoneNumber: row.client_phone_number, createdAt: row.created_at, transcript: row.transcript });
     },
   });
+  carriers.reportStatusesTo((report) => voice.carrierStatus(report.carrier, report.callId, report.carrierCallId, report.status));
   const tokens = new TokenCache(Date.now);
   let stopping = false;
   const services: Services = {

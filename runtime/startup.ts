@@ -79,7 +79,7 @@ export function startupFacts(config: Config, url: string, embeddedDirectory: str
     search: config.elasticsearchUrl ? 'Elasticsearch' : 'PostgreSQL',
     providers,
     offline,
-    carrier: carriers.length > 0 ? carriers.join(', ') : 'loopback (a local silent phone answers outbound calls; set the credentials of Twilio, Telnyx, Plivo or Vonage)',
+    carrier: carriers.length > 0 ? carriers.join(', ') : 'loopback (a local simulated phone answers outbound calls, by the number dialled; set the credentials of Twilio, Telnyx, Plivo or Vonage)',
     carrierWebhooks: carrierWebhooks(config),
     vad: config.voiceVad === 'silero' ? 'silero (neural, in a worker thread)' : 'energy (set VOICE_VAD=silero for the neural one)',
     devVoice: config.devVoice === 'espeak' ? 'espeak-ng (offline speech, in a worker thread)' : 'a tone of the length of the words (set DEV_VOICE=espeak to hear them)',

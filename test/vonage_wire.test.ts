@@ -176,7 +176,7 @@ t.test('the Voice API adapter', async (t) => {
   const fake = await startFakeVonage(t);
   const carrier = createVonageCarrier({ applicationId: fake.applicationId, privateKey: fake.privateKey, apiUrl: `${fake.apiUrl}/` });
   t.equal(carrier.format, vonageFormat);
-  const placed = await carrier.place({ callId: 9, to: '+4915112345678', from: '+14155550100', streamUrl: 'wss://p.example/ws/telephony/vonage', token: 'tok', statusUrl: 'https://p.example/api/telephony/vonage/status?call_id=9' });
+  const placed = await carrier.place({ callId: 9, carrier: 'vonage', to: '+4915112345678', from: '+14155550100', streamUrl: 'wss://p.example/ws/telephony/vonage', token: 'tok', statusUrl: 'https://p.example/api/telephony/vonage/status?call_id=9' });
   const create = fake.requests[0]!;
   t.match(create, { method: 'POST', path: '/v1/calls', authorized: true, uuid: placed.carrierCallId });
   t.same(create.json, {
@@ -194,7 +194,7 @@ t.test('the Voice API adapter', async (t) => {
     { method: 'PUT', path: `/v1/calls/${placed.carrierCallId}`, authorized: true, json: { action: 'hangup' } },
   ]);
   fake.failNext(400);
-  await t.rejects(carrier.place({ callId: 10, to: '+1', from: '+14155550100', streamUrl: 'wss://x', token: 't', statusUrl: 'https://x' }), { name: 'CarrierError', message: 'The carrier refused the request (HTTP 400: The request failed due to validation errors)' });
+  await t.rejects(carrier.place({ callId: 10, carrier: 'vonage', to: '+1', from: '+14155550100', streamUrl: 'wss://x', token: 't', statusUrl: 'https://x' }), { name: 'CarrierError', message: 'The carrier refused the request (HTTP 400: The request failed due to validation errors)' });
   const stranger = createVonageCarrier({ applicationId: fake.applicationId, privateKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey, apiUrl: fake.apiUrl });
   await t.rejects(stranger.hangUp(placed.carrierCallId, 'connected'), { name: 'CarrierError', message: /HTTP 401/ }, 'a JWT signed with another key is refused (the fake checks the signature)');
 });

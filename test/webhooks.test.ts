@@ -90,6 +90,8 @@ t.test('signed delivery with a retry', async (t) => {
   t.same(JSON.parse(second!.body), {
     event: 'call.ended',
     id: callId,
+    campaign_id: null,
+    campaign_lead_id: null,
     customer_phone: '+4915112345678',
     assistant_phone: '+14155550100',
     duration: 42,

@@ -128,7 +128,7 @@ export class VoiceService {
     const from = caller.phone_number;
     const { id, token, entry } = await this.lifecycle.start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null, carrierName: caller.carrier }, requestId);
     const carrier = entry.carrier!;
-    const placing = carrier.place({ callId: id, to: input.phoneNumber, from, streamUrl: `${this.wsBase()}${carrier.format.path}`, token, statusUrl: `${this.deps.publicUrl()}/api/telephony/${caller.carrier}/status?call_id=${id}` });
+    const placing = carrier.place({ callId: id, carrier: caller.carrier, to: input.phoneNumber, from, streamUrl: `${this.wsBase()}${carrier.format.path}`, token, statusUrl: `${this.deps.publicUrl()}/api/telephony/${caller.carrier}/status?call_id=${id}` });
     this.lifecycle.placingCall(this.placed(entry, placing));
     return { id, status: 'initiated' };
   }

@@ -313,6 +313,8 @@ const webhookCallRow = z.object({
   id: z.number(),
   user_id: z.number(),
   assistant_id: z.number().nullable(),
+  campaign_id: z.number().nullable(),
+  campaign_lead_id: z.number().nullable(),
   status: z.string(),
   duration: z.number(),
   client_phone_number: z.string().nullable(),
@@ -335,7 +337,7 @@ export type WebhookCall = z.infer<typeof webhookCallRow>;
 /** A call as its `call.ended` webhook tells it, with its assistant's webhook settings (null when the assistant is gone). */
 export async function callForWebhook(db: CommonQueryMethods, callId: number): Promise<WebhookCall | null> {
   return db.maybeOne(sql.type(webhookCallRow)`
-    SELECT c.id, c.user_id, c.assistant_id, c.status, c.duration, c.client_phone_number, c.assistant_phone_number, c.answered_by,
+    SELECT c.id, c.user_id, c.assistant_id, c.campaign_id, c.campaign_lead_id, c.status, c.duration, c.client_phone_number, c.assistant_phone_number, c.answered_by,
       c.answered_at, c.variables, c.evaluation, c.transcript, c.created_at, c.ended_at,
       a.is_webhook_active, a.webhook_url, a.send_webhook_only_on_completed, a.include_recording_in_webhook, a.variables AS input_variables
     FROM calls c LEFT JOIN assistants a ON a.id = c.assistant_id WHERE c.id = ${callId}`);

@@ -24,6 +24,9 @@ export async function enqueueCallEnded(db: CommonQueryMethods, callId: number, r
   const payload = {
     event: 'call.ended',
     id: call.id,
+    // The campaign and lead that dialled the call; null for any other call.
+    campaign_id: call.campaign_id,
+    campaign_lead_id: call.campaign_lead_id,
     customer_phone: call.client_phone_number,
     assistant_phone: call.assistant_phone_number,
     duration: call.duration,

@@ -2,10 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
 import { mediaPayload, mediaPrefix, twilioFormat } from '../../voice/serializers/twilio.js';
-import { Downsampler, FRAME_MS, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from '../../voice/audio.js';
-import type { Clock } from '../../clock.js';
+import { Downsampler, FRAME_SAMPLES, SAMPLE_RATE, Upsampler, mulawEncode } from '../../voice/audio.js';
 import type { Logger } from '../../logger.js';
-import type { Carrier } from './types.js';
+import type { Carrier, CarrierStatus } from './types.js';
 
 /**
  * A phone on the client side of the Twilio media-stream protocol: it sends `connected`, `start`
@@ -168,39 +167,6 @@ export function callerSpeechFrame(index: number): Int16Array {
   return frame;
 }
 
-/**
- * The default loopback phone: answers, stays silent (a frame every 20 ms by `clock`, the calls'
- * clock) and listens until the call ends.
- */
-export function silentPhone(clock: Clock): (call: { carrierCallId: string; streamUrl: string; token: string; callId: number }) => void {
-  return (call) => {
-    const phone = new MediaStreamPhone(call.streamUrl, { callSid: call.carrierCallId, customParameters: { call_id: String(call.callId), token: call.token } });
-    let timer: unknown;
-    let closed = false;
-    let next = 0;
-    // Paced from a schedule, not from each frame's send, so frames do not drift behind the clock.
-    const nextFrame = () => {
-      next += FRAME_MS;
-      timer = clock.setTimeout(() => {
-        phone.speak();
-        nextFrame();
-      }, Math.max(0, next - clock.now()));
-    };
-    phone.open().then(
-      () => {
-        if (closed) return;
-        next = clock.now();
-        nextFrame();
-      },
-      () => {},
-    );
-    phone.on('close', () => {
-      closed = true;
-      clock.clearTimeout(timer);
-    });
-  };
-}
-
 /** What the loopback carrier hands to the local phone that answers. */
 export interface LoopbackDial {
   readonly callId: number;
@@ -211,29 +177,77 @@ export interface LoopbackDial {
   readonly token: string;
 }
 
+/**
+ * The loopback network's side of one call, for the callee that `dial` plays: what a real carrier
+ * would report about it, and the platform's hanging it up before it connected.
+ */
+export interface LoopbackLine {
+  /**
+   * The carrier reports `status`, as a real carrier's status callback would: it reaches the call
+   * through the voice service (`Carriers.reportStatusesTo`), after the answer to the request that
+   * placed it, on any process holding the call.
+   */
+  report(status: CarrierStatus): void;
+  /** `stop` runs when the platform hangs the call up at the carrier (at most once); the returned function unregisters it. */
+  onHangUp(stop: () => void): () => void;
+}
+
+/** A status the loopback carrier reports, under the carrier name its call records (the stood-in carrier's). */
+export interface LoopbackStatus {
+  readonly carrier: string;
+  readonly callId: number;
+  readonly carrierCallId: string;
+  readonly status: CarrierStatus;
+}
+
+export type LoopbackStatusSink = (report: LoopbackStatus) => Promise<void>;
+
 export interface LoopbackCarrier extends Carrier {
   readonly transfers: Array<{ carrierCallId: string; number: string }>;
   readonly hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }>;
+  /** Where the statuses its callees report go (the voice service, which exists after the carrier); until then they are dropped. */
+  reportStatusesTo(sink: LoopbackStatusSink): void;
 }
 
 /**
- * @param dial answers the call: a phone client that connects to `streamUrl` and sends `start`
- *   with the token. The default (for `npm start` without a carrier) is a silent phone.
+ * @param dial answers the call, or not: the callee, given the call and its line. It may connect a
+ *   phone client to `streamUrl` that sends `start` with the token, and report statuses on the line.
+ *   The default (for `npm start` without a carrier) is the simulated callee by number (`loopbackCallee.ts`).
  */
-export function createLoopbackCarrier(dial: (call: LoopbackDial) => void, logger?: Logger): LoopbackCarrier {
+export function createLoopbackCarrier(dial: (call: LoopbackDial, line: LoopbackLine) => void, logger?: Logger): LoopbackCarrier {
   const transfers: Array<{ carrierCallId: string; number: string }> = [];
   const hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }> = [];
+  /** The callees waiting to hear of a hang-up (a phone still ringing), by carrier call id. */
+  const waiting = new Map<string, () => void>();
+  let sink: LoopbackStatusSink | undefined;
+  const deliver = (report: LoopbackStatus) => {
+    // Deferred past the answer to `place` (and what the platform does with it), as a callback over HTTP comes after it.
+    setImmediate(() => {
+      if (!sink) return;
+      sink(report).catch((error: unknown) => logger?.warn({ err: error, callId: report.callId, status: report.status }, 'loopback status could not be reported'));
+    });
+  };
   return {
     name: 'loopback',
     // The phone it answers with speaks Twilio's media streams.
     format: twilioFormat,
     transfers,
     hangUps,
+    reportStatusesTo(to) {
+      sink = to;
+    },
     async place(request) {
       const carrierCallId = `LB${randomBytes(16).toString('hex')}`;
+      const line: LoopbackLine = {
+        report: (status) => deliver({ carrier: request.carrier, callId: request.callId, carrierCallId, status }),
+        onHangUp(stop) {
+          waiting.set(carrierCallId, stop);
+          return () => waiting.delete(carrierCallId);
+        },
+      };
       queueMicrotask(() => {
         try {
-          dial({ callId: request.callId, carrierCallId, to: request.to, from: request.from, streamUrl: request.streamUrl, token: request.token });
+          dial({ callId: request.callId, carrierCallId, to: request.to, from: request.from, streamUrl: request.streamUrl, token: request.token }, line);
         } catch (error) {
           logger?.warn({ err: error, callId: request.callId }, 'loopback phone failed to answer');
         }
@@ -245,6 +259,9 @@ export function createLoopbackCarrier(dial: (call: LoopbackDial) => void, logger
     },
     async hangUp(carrierCallId, state) {
       hangUps.push({ carrierCallId, state });
+      const stop = waiting.get(carrierCallId);
+      waiting.delete(carrierCallId);
+      stop?.();
     },
   };
 }

@@ -10,6 +10,8 @@ import type { MediaFormat } from '../../voice/serializers/types.js';
 
 export interface PlaceCallRequest {
   readonly callId: number;
+  /** The carrier the call records (its number's), which its status callbacks name: a stand-in reports under it. */
+  readonly carrier: string;
   readonly to: string;
   readonly from: string;
   /** The media stream the answered call connects to (`wss://…` + the format's path). */
