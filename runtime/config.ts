@@ -154,6 +154,15 @@ export interface Config {
    * once (tests of call timing use it). @defaultValue 'espeak'
    */
   readonly devVoice: 'espeak' | 'tone';
+  /**
+   * The campaigns' dialler, which every server process runs. CAMPAIGN_CALLS_PER_SECOND: the most
+   * campaign calls started per second for one owner, across all their campaigns and all processes
+   * (a token bucket in PostgreSQL holding at most one second's worth; 1-100). CAMPAIGN_TICK_MS: how
+   * often each process looks for leads to dial and outcomes to settle. CAMPAIGN_LEASE_MS: how long
+   * a lead claimed by a process that stops before its call exists waits before it is dialled again.
+   * @defaultValue 5 calls per second, 1 000 ms, 60 000 ms
+   */
+  readonly campaigns: { readonly callsPerSecond: number; readonly tickMs: number; readonly leaseMs: number };
 }
 
 export interface SpeechVendors {
@@ -466,6 +475,11 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     callPresence: overrides.callPresence ?? callPresenceConfig(env),
     voiceVad: overrides.voiceVad ?? oneOf(env, 'VOICE_VAD', ['energy', 'silero'] as const, configDefaults.voiceVad),
     devVoice: overrides.devVoice ?? oneOf(env, 'DEV_VOICE', ['espeak', 'tone'] as const, configDefaults.devVoice),
+    campaigns: overrides.campaigns ?? {
+      callsPerSecond: integer(env, 'CAMPAIGN_CALLS_PER_SECOND', 1, 100, 5),
+      tickMs: integer(env, 'CAMPAIGN_TICK_MS', 50, 60_000, 1_000),
+      leaseMs: integer(env, 'CAMPAIGN_LEASE_MS', 1_000, 3_600_000, 60_000),
+    },
   });
 }
 

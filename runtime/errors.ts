@@ -34,6 +34,8 @@ export const errorRegistry = {
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   unsupported_media_type: { status: 415, message: 'Unsupported content type.' },
   validation_failed: { status: 422, message: 'The given data was invalid.' },
+  /** Internal to the dialler: a campaign lead's attempt is no longer this process's to dial (never an answer to a request). */
+  campaign_attempt_taken: { status: 409, message: 'This attempt of the campaign lead is dialled elsewhere.' },
   too_many_requests: { status: 429, message: 'Too many requests. Please try again later.' },
   internal: { status: 500, message: 'Server error.' },
   service_unavailable: { status: 503, message: 'Service unavailable.' },

@@ -33,6 +33,7 @@ import { createLedgerService, type LedgerService } from './ledger/service.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { systemClock, type Clock } from './clock.js';
 import { createVoiceService, type VoiceService } from './calls/live.js';
+import { createDialler } from './campaigns/dialler.js';
 import { createCarriers } from './calls/carriers/index.js';
 import type { Carrier } from './calls/carriers/types.js';
 import { createSpeechRegistry, speechAdapters, type SpeechOverrides } from './voice/providers/registry.js';
@@ -277,6 +278,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     },
   });
   carriers.reportStatusesTo((report) => voice.carrierStatus(report.carrier, report.callId, report.carrierCallId, report.status));
+  const dialler = createDialler({ pool: db, clock, logger: logger.child({ component: 'campaigns' }), voice, ...config.campaigns });
   const tokens = new TokenCache(Date.now);
   let stopping = false;
   const services: Services = {
@@ -312,6 +314,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   metrics = createMetrics({ pool: db, business: config.metricsBusiness, liveConversations: () => conversationEngine.liveCount(), liveCalls: (mode) => voice.liveCount(mode), worker: role?.index });
   ingestion.start();
   webhookWorker.start();
+  dialler.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
   const stopEvaluationSweep = sweeps.every('evaluations', 5 * 60_000, () => evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')));
   // The embedded database is this process's alone: a message still owed its reply was left by the
@@ -341,6 +344,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     },
     drain() {
       stopping = true;
+      dialler.drain();
       voice.drain();
       conversationEngine.drain();
       ingestion.drain();
@@ -367,6 +371,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       stopping = true;
       stopRenewals();
       stopEvaluationSweep();
+      await dialler.stop();
       await voice.stop();
       await vad.close();
       await synthesizer?.close();

@@ -46,6 +46,8 @@ const SQL_ALLOWED: Readonly<Record<string, string>> = {
   'runtime/ledger/holds.ts': 'balance holds',
   // The one row per periodic sweep that decides which process runs it each period.
   'runtime/sweeps.ts': 'sweep gate',
+  // The campaigns' second repository: the dialler's claims of leads, their outcomes and lapsed claims.
+  'runtime/campaigns/dialling.ts': 'campaign dialling',
 };
 
 /** Every `.ts` file under `dir` (relative to the project root, with forward slashes). */

@@ -19,6 +19,7 @@ import { createCallPresence, defaultCallPresence, type CallPresence } from './pr
 import type { WavRecorder } from './recording.js';
 import { LiveCalls, liveCallEntry, type LiveCall, type StreamToken } from './registry.js';
 import { insertCall } from './repository.js';
+import { attemptDialled } from '../campaigns/dialling.js';
 import { callSpec } from './spec.js';
 import type { NewLiveCall, VoiceDeps } from './voiceDeps.js';
 
@@ -260,23 +261,29 @@ export class CallLifecycle {
     const token = this.calls.issueToken();
     const startedAt = clock.now();
     // The row is written with the call's hold on the balance, or not at all.
-    const opened = await this.meter.opening(assistant.user_id, rate, (tx) => insertCall(tx, {
-      userId: assistant.user_id,
-      assistantId: assistant.id,
-      assistantName: assistant.name,
-      type: call.type,
-      mode: assistant.mode,
-      status: call.status,
-      assistantPhoneNumber: call.assistantNumber,
-      clientPhoneNumber: call.clientNumber,
-      variables: call.variables,
-      carrierCallId: call.carrierCallId,
-      carrierName: call.carrierName,
-      holder: this.holder,
-      streamTokenHash: token.hash,
-      streamExpiresAt: isoTimestamp(token.expires),
-      startedAt: isoTimestamp(startedAt),
-    }));
+    const opened = await this.meter.opening(assistant.user_id, rate, async (tx) => {
+      const id = await insertCall(tx, {
+        userId: assistant.user_id,
+        assistantId: assistant.id,
+        assistantName: assistant.name,
+        type: call.type,
+        mode: assistant.mode,
+        status: call.status,
+        assistantPhoneNumber: call.assistantNumber,
+        clientPhoneNumber: call.clientNumber,
+        variables: call.variables,
+        carrierCallId: call.carrierCallId,
+        carrierName: call.carrierName,
+        holder: this.holder,
+        streamTokenHash: token.hash,
+        streamExpiresAt: isoTimestamp(token.expires),
+        startedAt: isoTimestamp(startedAt),
+        campaign: call.campaign,
+      });
+      // A campaign's call is made once per attempt, and only while its claim holds.
+      if (call.campaign && !(await attemptDialled(tx, call.campaign, id))) throw new PlatformError('campaign_attempt_taken');
+      return id;
+    });
     const id = opened.id;
     const logger = this.deps.logger.child({ callId: id, userId: assistant.user_id, reqId: requestId });
     const entry = await this.open(assistant, { id, ...call, rate, startedAt, firstSeq: 1, token }, logger);

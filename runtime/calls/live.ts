@@ -3,6 +3,7 @@ import { findAssistant, findAssistantByUuid } from '../assistants/repository.js'
 import { within } from '../bounded.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import { callerNumber, inboundAssistantOf } from '../phoneNumbers/repository.js';
+import type { CampaignAttempt } from '../campaigns/dialling.js';
 import type { CarrierFailure } from '../voice/machine.js';
 import type { MediaFormat } from '../voice/serializers/types.js';
 import type { CallSession } from '../voice/session.js';
@@ -112,10 +113,13 @@ export class VoiceService {
   }
 
   /**
-   * Places an outbound call with an `outbound` assistant that has a phone number.
-   * @throws ValidationError, PlatformError `assistant_not_found` / `insufficient_balance`.
+   * Places an outbound call with an `outbound` assistant that has a phone number; `variables`
+   * are merged over the assistant's. A campaign's call names its lead's attempt, written with the
+   * call's row (once per attempt, while the dialler's claim holds).
+   * @throws ValidationError, PlatformError `assistant_not_found` / `insufficient_balance` /
+   *   `shutting_down` / `campaign_attempt_taken` (the attempt's claim lapsed; nothing placed).
    */
-  async place(userId: number, input: { assistantId: number; phoneNumber: string; variables: Record<string, unknown> }, requestId?: string): Promise<{ id: number; status: 'initiated' }> {
+  async place(userId: number, input: { assistantId: number; phoneNumber: string; variables: Record<string, unknown>; campaign?: CampaignAttempt }, requestId?: string): Promise<{ id: number; status: 'initiated' }> {
     const { pool } = this.deps;
     const assistant = await findAssistant(pool, userId, input.assistantId);
     if (!assistant) throw ValidationError.field('assistant_id', 'The selected assistant id is invalid.');
@@ -126,7 +130,7 @@ export class VoiceService {
     if (!caller) throw ValidationError.field('assistant_id', 'The assistant has no phone number to call from.');
     if (!caller.usable) throw ValidationError.field('assistant_id', "The assistant's phone number has lapsed: it is renewed once the balance covers its month.");
     const from = caller.phone_number;
-    const { id, token, entry } = await this.lifecycle.start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null, carrierName: caller.carrier }, requestId);
+    const { id, token, entry } = await this.lifecycle.start(assistant, { type: 'outbound', status: 'initiated', assistantNumber: from, clientNumber: input.phoneNumber, variables: input.variables, carrierCallId: null, carrierName: caller.carrier, campaign: input.campaign }, requestId);
     const carrier = entry.carrier!;
     const placing = carrier.place({ callId: id, carrier: caller.carrier, to: input.phoneNumber, from, streamUrl: `${this.wsBase()}${carrier.format.path}`, token, statusUrl: `${this.deps.publicUrl()}/api/telephony/${caller.carrier}/status?call_id=${id}` });
     this.lifecycle.placingCall(this.placed(entry, placing));

@@ -93,6 +93,8 @@ export interface NewCall {
   readonly streamExpiresAt: string;
   /** Its start by the calls' clock (ISO): the `start` event's time. */
   readonly startedAt: string;
+  /** The campaign, lead and attempt it dials, for a campaign's call. */
+  readonly campaign?: { readonly campaignId: number; readonly leadId: number; readonly attempt: number };
 }
 
 /**
@@ -103,10 +105,11 @@ export async function insertCall(db: CommonQueryMethods, call: NewCall): Promise
   return db.oneFirst(sql.type(z.object({ id: z.number() }))`
     WITH created AS (
       INSERT INTO calls (user_id, assistant_id, assistant_name, type, mode, status, assistant_phone_number, client_phone_number, variables, carrier_call_id,
-        carrier_name, holder, stream_token_hashes, stream_expires_at)
+        carrier_name, holder, stream_token_hashes, stream_expires_at, campaign_id, campaign_lead_id, campaign_attempt)
       VALUES (${call.userId}, ${call.assistantId}, ${call.assistantName}, ${call.type}, ${call.mode}, ${call.status}, ${call.assistantPhoneNumber},
         ${call.clientPhoneNumber}, ${sql.jsonb(call.variables as never)}, ${call.carrierCallId}, ${call.carrierName}, ${call.holder},
-        ARRAY[${sql.binary(call.streamTokenHash)}::bytea], ${call.streamExpiresAt}::timestamptz)
+        ARRAY[${sql.binary(call.streamTokenHash)}::bytea], ${call.streamExpiresAt}::timestamptz,
+        ${call.campaign?.campaignId ?? null}, ${call.campaign?.leadId ?? null}, ${call.campaign?.attempt ?? null})
       RETURNING id, created_at)
     , started AS (
       INSERT INTO call_events (call_id, seq, type, at, offset_ms, data)

@@ -1,3 +1,4 @@
+import type { CampaignAttempt } from '../campaigns/dialling.js';
 import type { Carriers } from './carriers/index.js';
 import type { AnsweredBy, CarrierStatus } from './carriers/types.js';
 import type { CallPresenceTimings } from './presence.js';
@@ -63,4 +64,6 @@ export interface NewLiveCall {
   readonly variables: Record<string, unknown>;
   readonly carrierCallId: string | null;
   readonly carrierName: string | null;
+  /** The campaign lead's attempt an outbound call dials: its row is written only while the claim is the dialler's. */
+  readonly campaign?: CampaignAttempt;
 }
