@@ -1,3 +1,5 @@
+import { isTimezone } from '../assistants/rules.js';
+
 /**
  * A campaign's weekly calling window: the days of the week and the local times between which new
  * calls start, in the schedule's IANA time zone (its clock as people there read it, summer time
@@ -37,20 +39,10 @@ function minutesOf(time: string): number | undefined {
  */
 export function windowOf(schedule: unknown, fallbackTimezone: string): CallingWindow {
   const raw = (schedule !== null && typeof schedule === 'object' ? schedule : {}) as Record<string, unknown>;
-  const timezone = typeof raw.timezone === 'string' && validTimezone(raw.timezone) ? raw.timezone : fallbackTimezone;
+  const timezone = typeof raw.timezone === 'string' && isTimezone(raw.timezone) ? raw.timezone : fallbackTimezone;
   const days = Array.isArray(raw.days) ? raw.days.filter((day): day is WeekDay => WEEK_DAYS.includes(day as WeekDay)) : [...DEFAULT_WINDOW.days];
   const time = (value: unknown, fallback: string) => (typeof value === 'string' && minutesOf(value) !== undefined ? value : fallback);
   return { timezone, days, startTime: time(raw.start_time, DEFAULT_WINDOW.startTime), endTime: time(raw.end_time, DEFAULT_WINDOW.endTime) };
-}
-
-/** Whether `timezone` is an IANA zone this runtime knows. */
-export function validTimezone(timezone: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: timezone });
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
