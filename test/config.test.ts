@@ -32,6 +32,8 @@ t.test('defaults', async (t) => {
   t.equal(config.shutdownGraceMs, 30_000, 'a stop gives live calls 30 s');
   t.same(config.callPresence, { heartbeatMs: 1_000, orphanAfterMs: 30_000, sweepMs: 10_000 }, 'heartbeat every second; a call unvouched for 30 s is swept, sweeps 10 s apart');
   t.equal(config.voiceVad, 'energy', 'the energy VAD unless VOICE_VAD=silero');
+  t.same(config.campaigns, { callsPerSecond: 5, tickMs: 1_000, leaseMs: 60_000 }, "campaigns start at most 5 calls a second per owner; the dialler ticks every second; a lapsed claim returns after a minute");
+  t.same(loadConfig({ CAMPAIGN_CALLS_PER_SECOND: '20', CAMPAIGN_TICK_MS: '250', CAMPAIGN_LEASE_MS: '5000' }).campaigns, { callsPerSecond: 20, tickMs: 250, leaseMs: 5_000 });
   t.equal(loadConfig({ VOICE_VAD: 'silero' }).voiceVad, 'silero');
 });
 
@@ -101,6 +103,8 @@ t.test('bad values name the variable', async (t) => {
     [{ CALL_HEARTBEAT_MS: '10' }, /^Invalid CALL_HEARTBEAT_MS: expected an integer from 100 to 60000/],
     [{ CALL_HEARTBEAT_MS: '1000', CALL_ORPHAN_AFTER_MS: '2000' }, /^Invalid CALL_ORPHAN_AFTER_MS: must be at least three heartbeats \(3 × CALL_HEARTBEAT_MS = 3000\), got "2000"$/],
     [{ CALL_SWEEP_MS: 'often' }, /^Invalid CALL_SWEEP_MS/],
+    [{ CAMPAIGN_CALLS_PER_SECOND: '0' }, /^Invalid CAMPAIGN_CALLS_PER_SECOND: expected an integer from 1 to 100, got "0"$/],
+    [{ CAMPAIGN_TICK_MS: '10' }, /^Invalid CAMPAIGN_TICK_MS/],
     [{ TELNYX_API_KEY: 'KEY0123_abc', TELNYX_CONNECTION_ID: '1773070540731319841' }, /^Invalid TELNYX_ACCOUNT_SID: must be set with TELNYX_API_KEY and TELNYX_CONNECTION_ID$/],
     [{ TELNYX_API_KEY: 'k', TELNYX_ACCOUNT_SID: 'a', TELNYX_CONNECTION_ID: 'c', TELNYX_API_URL: 'ftp://x' }, /^Invalid TELNYX_API_URL/],
     [{ ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: 'sometimes' }, /^Invalid ACCEPT_UNSIGNED_CARRIER_WEBHOOKS: expected true or false/],
