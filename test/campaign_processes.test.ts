@@ -126,7 +126,7 @@ t.test('a server killed mid-campaign loses nothing; no attempt is dialled twice'
   const id = await insertCampaign({ api: { databaseUrl } as TestPlatform, userId: owner.userId, assistantId: owner.assistantId }, { maxConcurrentCalls: 3, schedule: ALWAYS });
   await insertLeads({ api: { databaseUrl } as TestPlatform, userId: owner.userId }, id, phones(8), Date.now() - 1_000);
   const live = async () => withClient(databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM calls WHERE campaign_id = $1 AND status = 'in-progress'`, [id])).rows[0].n));
-  await until('three calls answered on the doomed server', async () => ((await live()) === 3 ? true : undefined));
+  await until('three calls answered on the doomed server', async () => ((await live()) === 3 ? true : undefined), 120_000);
   const survivor = await startServer(t, { dataDir: await dataDir(t), env });
   // And the lead it had just claimed when it died (claimed, its call not yet written).
   const claimed = await withClient(databaseUrl, async (db) =>
@@ -159,7 +159,7 @@ t.test('a server killed mid-campaign loses nothing; no attempt is dialled twice'
       }
       return (await campaignOf(databaseUrl, id)).status === 'completed' ? true : undefined;
     },
-    60_000,
+    120_000,
   );
   const leads = await leadsOf(databaseUrl, id);
   const calls = await campaignCalls(databaseUrl, id);
