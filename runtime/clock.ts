@@ -7,6 +7,10 @@
  * The first three members match XState's `clock` option, so the same object drives delayed
  * transitions.
  *
+ * The campaigns' dialler is on the clock throughout: its calling windows, and the due times,
+ * claim leases and pace it compares in the database, are the clock's time passed into its
+ * statements (campaigns/dialling.ts), so a scripted clock moves a whole campaign.
+ *
  * What stays off the clock, because real time is the contract there: timestamps stored in the
  * database and the leases, expiries and due times compared there (PostgreSQL's `now()`, shared by
  * every process: sessions and tokens included); bounds on and retries of outside I/O (a vendor's

@@ -74,7 +74,7 @@ export interface Dialler {
  * `assistant_unavailable` (no outbound assistant with a usable number), `outside_window`,
  * `insufficient_balance` (what the owner has not reserved does not pay a minute of a call).
  */
-export function notDialling(facts: CampaignFacts, now: number): string | null {
+function notDialling(facts: CampaignFacts, now: number): string | null {
   if (facts.assistant_id === null || facts.assistant_type !== 'outbound' || facts.number_type === null || facts.number_usable !== true || facts.assistant_mode === null) return 'assistant_unavailable';
   if (!insideWindow(windowOf(facts.schedule, facts.assistant_timezone ?? 'UTC'), now)) return 'outside_window';
   const rate = callRate(facts.assistant_mode, { type: facts.number_type, country: facts.number_country ?? '' });

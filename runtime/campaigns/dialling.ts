@@ -137,13 +137,15 @@ export async function claimDueLeads(
 /**
  * The call of `attempt` was written (`callId`, in this transaction): the lead follows that call
  * from now on (its lease dropped, its last call recorded). False when the claim is no longer
- * `attempt.holder`'s (its lease ran out and the lead went back, or was claimed anew): the call must
+ * `attempt.holder`'s (its lease ran out and the lead went back, or was claimed anew), or the
+ * campaign stopped running since the claim (paused or cancelled a moment after it): the call must
  * then not be made.
  */
 export async function attemptDialled(tx: DatabaseTransactionConnection, attempt: CampaignAttempt, callId: number): Promise<boolean> {
   const result = await tx.query(sql.unsafe`
     UPDATE campaign_leads SET last_call_id = ${callId}, lease_until = NULL
-    WHERE id = ${attempt.leadId} AND campaign_id = ${attempt.campaignId} AND status = 'calling' AND lease_holder = ${attempt.holder} AND attempts = ${attempt.attempt}`);
+    WHERE id = ${attempt.leadId} AND campaign_id = ${attempt.campaignId} AND status = 'calling' AND lease_holder = ${attempt.holder} AND attempts = ${attempt.attempt}
+      AND EXISTS (SELECT 1 FROM campaigns g WHERE g.id = ${attempt.campaignId} AND g.status = 'running')`);
   return result.rowCount > 0;
 }
 
