@@ -17,9 +17,13 @@
  * 9. a campaign's call is the assistant's ordinary outbound call: the lead's variables over the
  *    campaign's over the assistant's, rendered in the greeting; listed by
  *    `GET /user/calls?campaign_id=` with its campaign's name.
+ * 10. end to end over HTTP on the real clock: a campaign created, filled and started through the
+ *    API is dialled; the loopback callee's busy (0001) and failing (0003) numbers and one that
+ *    answers (hung up by its owner) give the leads busy, failed and completed; the campaign completes.
  */
 import t from 'tap';
-import { ADMIN_TOKEN } from './helpers/platform.js';
+import { ADMIN_TOKEN, startTestPlatform } from './helpers/platform.js';
+import { until } from './helpers/server_process.js';
 import { campaignCalls, campaignOf, campaignRig, carrierSays, insertCampaign, insertLeads, leadsOf, sqlOn, type CampaignRig } from './helpers/campaigns.js';
 
 const phones = (n: number, from = 100) => Array.from({ length: n }, (_, i) => ({ phone: `+1415555${String(from + i).padStart(4, '0')}` }));
@@ -223,4 +227,34 @@ t.test("a campaign's call: variables merged and rendered, listed by campaign wit
   const call = (await rig.api.request('GET', `/user/calls/${callId}`, { token: rig.token })).body.data;
   t.same(call.variables, { company: 'Globex', topic: 'the renewal', name: 'Ada' }, 'the call records the campaign and lead variables');
   t.equal((await rig.api.request('GET', '/user/calls?campaign_id=999999', { token: rig.token })).status, 422, "another's (or no) campaign is refused");
+});
+
+t.test('end to end over HTTP: created, filled and started through the API, dialled, completed', async (t) => {
+  const api = await startTestPlatform(t, { campaigns: { callsPerSecond: 5, tickMs: 200, leaseMs: 60_000 } });
+  const user = await api.user();
+  await api.credit(user.id, 50);
+  const number = await api.phoneNumber(user.token);
+  const assistant = await api.assistant(user.token, { type: 'outbound', phone_number_id: number.id });
+  const schedule = { timezone: 'UTC', days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'], start_time: '00:00', end_time: '23:59' };
+  const created = await api.request('POST', '/user/campaigns', { token: user.token, body: { name: 'Over HTTP', assistant_id: assistant.id, schedule, max_attempts: 1 } });
+  t.equal(created.status, 201);
+  const id = created.body.data.id as number;
+  const leads = [{ phone_number: '+14155550001' }, { phone_number: '+14155550003' }, { phone_number: '+14155550105', variables: { name: 'Ada' } }];
+  t.equal((await api.request('POST', `/user/campaigns/${id}/leads`, { token: user.token, body: { leads } })).body.data.added, 3);
+  t.equal((await api.request('POST', `/user/campaigns/${id}/start`, { token: user.token })).status, 200);
+  const answered = await until('the answering number to be in a call', async () => {
+    const calls = (await api.request('GET', `/user/calls?campaign_id=${id}`, { token: user.token })).body.data as Array<{ id: number; status: string; client_phone_number: string }>;
+    return calls.find((call) => call.client_phone_number === '+14155550105' && call.status === 'in-progress');
+  });
+  t.equal((await api.request('POST', `/user/calls/${answered.id}/hangup`, { token: user.token })).status, 200);
+  const done = await until('the campaign to complete', async () => {
+    const campaign = (await api.request('GET', `/user/campaigns/${id}`, { token: user.token })).body.data;
+    return campaign.status === 'completed' ? campaign : undefined;
+  });
+  t.match(done.stats, { total: 3, pending: 0, calling: 0, completed: 1, busy: 1, failed: 1, attempts: 3 });
+  const listed = (await api.request('GET', `/user/campaigns/${id}/leads`, { token: user.token })).body.data as Array<{ phone_number: string; status: string; attempts: number }>;
+  t.same(listed.map((lead) => [lead.phone_number, lead.status, lead.attempts]), [['+14155550001', 'busy', 1], ['+14155550003', 'failed', 1], ['+14155550105', 'completed', 1]]);
+  const calls = (await api.request('GET', `/user/calls?campaign_id=${id}`, { token: user.token })).body.data as Array<{ campaign_name: string; variables: Record<string, unknown> }>;
+  t.equal(calls.length, 3, 'one call per lead');
+  t.ok(calls.every((call) => call.campaign_name === 'Over HTTP'));
 });
