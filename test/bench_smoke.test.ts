@@ -1,13 +1,15 @@
 /**
  * Every benchmark, run for a moment at tiny sizes, so the benchmark code cannot rot: the call
  * listing (seed, filters, search, cursor), concurrent calls (phones process, loopback carrier,
- * measurements), text chat (messages and idle widget sockets) and the extraction script. The REST
+ * measurements), text chat (messages and idle widget sockets), campaigns (upload, claims, settling)
+ * and the extraction script. The REST
  * script has a file of its own (bench_rest_smoke).
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { formatCalls, histogramQuantile, largestWithinBound, runCallsBench } from '../bench/calls.js';
+import { formatCampaigns, runCampaignsBench } from '../bench/campaigns.js';
 import { formatChat, runChatBench } from '../bench/chat.js';
 import { formatListing, runListingBench } from '../bench/listing.js';
 import { freshDatabase } from './helpers/database.js';
@@ -61,4 +63,12 @@ t.test('extraction benchmark script', async (t) => {
   const env = { ...process.env, DATABASE_URL: await freshDatabase(), LOG_LEVEL: 'silent' };
   const extract = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'bench/extract.ts', '2', '1'], { env, timeout: 60_000 });
   t.match(extract.stdout, /pages\/s/);
+});
+
+t.test('campaigns benchmark', async (t) => {
+  const result = await runCampaignsBench({ leads: 300, batch: 100, claimers: 2, config: { databaseUrl: await freshDatabase() } });
+  t.match(result.upload, { leads: 300, invalid: 0 }, 'every lead uploaded');
+  t.same(result.claims.map((c) => [c.claimers, c.leads]), [[1, 300], [2, 300]], 'every lead claimed once by one claimer, then by two at once');
+  t.equal(result.settle.leads, 300, 'every claimed lead settled');
+  t.match(formatCampaigns(result), /\| 2 \| 300 \| [\d.]+ \| \d+ \| [\d.]+ \|/);
 });
