@@ -165,7 +165,7 @@ export const campaignResponse = shape.object(
         timezone: shape.string('IANA time zone of the window'),
         days: shape.array(shape.oneOf(WEEK_DAYS, 'A week day'), 'Week days on which leads are dialled'),
         start_time: { ...jsonSchemaOf(scheduleProps.start_time!), description: 'When dialling starts each day (HH:MM, local)' },
-        end_time: { ...jsonSchemaOf(scheduleProps.end_time!), description: 'When dialling stops each day (HH:MM, local); a live call finishes' },
+        end_time: { ...jsonSchemaOf(scheduleProps.end_time!), description: 'When dialling stops each day (HH:MM, local; at or before start_time: the next day, equal to it: all day); a live call finishes' },
       },
       'When leads may be dialled',
     ),

@@ -123,8 +123,10 @@ t.test('a server killed mid-campaign loses nothing; no attempt is dialled twice'
   const doomed = await startServer(t, { dataDir: await dataDir(t), env });
   const owner = await outboundOwner(doomed);
   // The campaign starts before the survivor does: the doomed server dials its first calls alone.
-  const id = await insertCampaign({ api: { databaseUrl } as TestPlatform, userId: owner.userId, assistantId: owner.assistantId }, { maxConcurrentCalls: 3, schedule: ALWAYS });
+  // Running once its leads are in: a running campaign with no lead left is completed at the next tick.
+  const id = await insertCampaign({ api: { databaseUrl } as TestPlatform, userId: owner.userId, assistantId: owner.assistantId }, { maxConcurrentCalls: 3, schedule: ALWAYS, status: 'draft' });
   await insertLeads({ api: { databaseUrl } as TestPlatform, userId: owner.userId }, id, phones(10), Date.now() - 1_000);
+  await sqlOn(databaseUrl, `UPDATE campaigns SET status = 'running' WHERE id = $1`, [id]);
   const live = async () => withClient(databaseUrl, async (db) => Number((await db.query(`SELECT count(*) AS n FROM calls WHERE campaign_id = $1 AND status = 'in-progress'`, [id])).rows[0].n));
   await until('calls answered on the doomed server', async () => ((await live()) > 0 ? true : undefined), 120_000).catch(async (error: unknown) => {
     t.comment(JSON.stringify({ leads: await leadsOf(databaseUrl, id), calls: await campaignCalls(databaseUrl, id), campaign: await campaignOf(databaseUrl, id), log: doomed.log.filter((line) => line.level >= 40) }));

@@ -89,13 +89,15 @@ export function createCampaignService({ pool, logger }: { pool: DatabasePool; lo
     return { errors: {}, timezone: assistant.timezone };
   }
 
-  /** The schedule with its defaults filled in, or its field errors. */
+  /**
+   * The schedule with its defaults filled in, or its field errors. An end at or before the start
+   * is a window past midnight (22:00-06:00), or all day when they are equal (runtime/campaigns/window.ts).
+   */
   function scheduleOf(input: ScheduleInput, timezone: string | undefined, errors: FieldErrors): Schedule {
     const zone = input.timezone ?? timezone ?? 'UTC';
     if (!isTimezone(zone)) errors['schedule.timezone'] = ['The schedule timezone must be a valid zone.'];
     const start = input.start_time ?? CAMPAIGN_DEFAULTS.start_time;
     const end = input.end_time ?? CAMPAIGN_DEFAULTS.end_time;
-    if (!errors['schedule.start_time'] && !errors['schedule.end_time'] && end <= start) errors['schedule.end_time'] = ['The schedule end time must be after the start time.'];
     const days = input.days ? WEEK_DAYS.filter((day) => input.days!.includes(day)) : [...CAMPAIGN_DEFAULTS.days];
     return { timezone: zone, days, start_time: start, end_time: end };
   }
