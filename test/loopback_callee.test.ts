@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap';
+import { createLoopbackCarrier } from '../runtime/calls/carriers/loopback.js';
 import { LOOPBACK_BEEP_GAP_MS, LOOPBACK_BEEP_MS, LOOPBACK_GREETING_MS, LOOPBACK_RING_MS } from '../runtime/calls/carriers/loopbackCallee.js';
 import { endedCall, voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
@@ -14,6 +15,7 @@ import { endedCall, voiceSetup, type VoiceSetup } from './helpers/voice.js';
  * 5. `…0004` with no voicemail message (end_call_on_voicemail at its default): the call ends as
  *    soon as the greeting tells a machine, before the beep.
  * 6. Any other number answers silently: in-progress until its owner hangs up, answered_by `unknown`.
+ * 7. The carrier keeps its latest 1,000 hang-ups (and transfers), not every one of a long run.
  */
 
 async function place(t: Test, s: VoiceSetup, number: string): Promise<number> {
@@ -115,4 +117,15 @@ t.test('any other number answers silently, as before', async (t) => {
   t.equal(hungUp.status, 200);
   t.match(hungUp.body.data, { status: 'ended', answered_by: 'unknown' });
   t.match(hungUp.body.data.transcript, /^assistant: Hello, this is Bot\./, 'the greeting was spoken to it');
+});
+
+t.test('the carrier keeps its latest 1,000 hang-ups and transfers', async (t) => {
+  const carrier = createLoopbackCarrier(() => {});
+  for (let i = 0; i < 1_005; i++) {
+    await carrier.hangUp(`LB${i}`, 'ringing');
+    await carrier.transfer(`LB${i}`, '+14155550100');
+  }
+  t.equal(carrier.hangUps.length, 1_000);
+  t.same([carrier.hangUps[0]!.carrierCallId, carrier.hangUps.at(-1)!.carrierCallId], ['LB5', 'LB1004'], 'the oldest go first');
+  t.equal(carrier.transfers.length, 1_000);
 });

@@ -202,7 +202,16 @@ export interface LoopbackStatus {
 
 export type LoopbackStatusSink = (report: LoopbackStatus) => Promise<void>;
 
+/** How many of its latest transfers and hang-ups the loopback carrier keeps (a long-running server places calls without end). */
+const KEPT_ACTS = 1_000;
+
+function keepLast<T>(list: T[], item: T): void {
+  list.push(item);
+  if (list.length > KEPT_ACTS) list.splice(0, list.length - KEPT_ACTS);
+}
+
 export interface LoopbackCarrier extends Carrier {
+  /** Its latest transfers and hang-ups (at most 1,000 of each), for tests to read. */
   readonly transfers: Array<{ carrierCallId: string; number: string }>;
   readonly hangUps: Array<{ carrierCallId: string; state: 'ringing' | 'connected' }>;
   /** Where the statuses its callees report go (the voice service, which exists after the carrier); until then they are dropped. */
@@ -255,10 +264,10 @@ export function createLoopbackCarrier(dial: (call: LoopbackDial, line: LoopbackL
       return { carrierCallId };
     },
     async transfer(carrierCallId, number) {
-      transfers.push({ carrierCallId, number });
+      keepLast(transfers, { carrierCallId, number });
     },
     async hangUp(carrierCallId, state) {
-      hangUps.push({ carrierCallId, state });
+      keepLast(hangUps, { carrierCallId, state });
       const stop = waiting.get(carrierCallId);
       waiting.delete(carrierCallId);
       stop?.();
