@@ -27,13 +27,15 @@ async function place(t: Test, s: VoiceSetup, number: string): Promise<number> {
 const session = (s: VoiceSetup, callId: number) => s.api.platform.runtime.services.voice.session(callId);
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
-/** Waits, without moving the clock, until the call's status is `status` (the callee's socket and the carrier's reports are real I/O). */
+/** Waits, without moving the clock, until the call's status is `status` and saved (the callee's socket and the carrier's reports are real I/O). */
 async function untilStatus(s: VoiceSetup, callId: number, status: string): Promise<void> {
   const deadline = Date.now() + 5_000;
   while (session(s, callId)?.currentStatus !== status) {
     if (Date.now() > deadline) throw new Error(`call ${callId} never reached ${status} (it is ${session(s, callId)?.currentStatus})`);
     await nextTurn();
   }
+  // And saved, so the API reads it too.
+  await s.api.platform.runtime.services.voice.saved(callId);
 }
 
 /**
