@@ -1,0 +1,1 @@
+export class ChannelError extends Error { constructor(message: string, readonly retryable: boolean, readonly status?: number, options?: ErrorOptions) { super(message, options); this.name = 'ChannelError'; } }
