@@ -74,7 +74,7 @@ export async function callSpec(deps: CallSpecDeps, assistant: AssistantRow, call
   const functions = [...tools.map(toolFunction), ...(kbId !== undefined && assistant.knowledgebase_mode === 'function_call' ? [SEARCH_FUNCTION] : []), ...builtins.map((b) => b.definition)];
   const merged = { ...assistant.variables, ...variables };
   const multimodalModel = assistant.multimodal_model_id === null ? undefined : catalog.models.get(assistant.multimodal_model_id);
-  const sttCode = catalog.providers.get(assistant.transcriber_provider_id ?? language.default_transcriber_provider_id)?.code ?? 'dev';
+  const sttCode = catalog.transcriberCode(assistant);
   const ttsCode = catalog.providers.get(ttsProvider)?.code ?? 'dev';
   return {
     callId,

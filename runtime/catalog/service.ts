@@ -38,6 +38,15 @@ export class Catalog {
     return row?.kind === kind ? row : undefined;
   }
 
+  /**
+   * The catalog code of the transcriber that hears an assistant (calls, voice messages): its own
+   * provider, else its language's default; `dev` when neither is known.
+   */
+  transcriberCode(assistant: { readonly transcriber_provider_id: number | null; readonly language_id: number }): string {
+    const id = assistant.transcriber_provider_id ?? this.languages.get(assistant.language_id)?.default_transcriber_provider_id;
+    return (id === undefined ? undefined : this.providers.get(id)?.code) ?? 'dev';
+  }
+
   model(id: number, type: ModelRow['type']): ModelRow | undefined {
     const row = this.models.get(id);
     return row?.type === type ? row : undefined;

@@ -10,6 +10,9 @@ import { Conditions } from '../helpers/conditions.js';
  * Local stand-ins for the speech vendors, each speaking its wire protocol:
  * - Deepgram live transcription: WebSocket `/v1/listen` (binary linear16; `Results` messages with
  *   interim and final transcripts; `Finalize`, `CloseStream`).
+ * - Deepgram pre-recorded transcription: `POST /v1/listen?model=…` with the audio file as the body
+ *   (`Token` key; 400 for an empty body or no `Content-Type`), answered with the next utterance in
+ *   `results.channels[0].alternatives[0].transcript`.
  * - ElevenLabs streaming TTS: `POST /v1/text-to-speech/{voice}/stream?output_format=pcm_16000`.
  * - OpenAI TTS: `POST /v1/audio/speech` (pcm, 24 kHz).
  * - OpenAI Realtime: WebSocket `/v1/realtime?model=` (session.update, input_audio_buffer.append,
@@ -40,6 +43,8 @@ export interface FakeSpeech {
   readonly realtimeReplies: Reply[];
   readonly ttsRequests: Array<{ vendor: 'elevenlabs' | 'openai'; path: string; headers: IncomingMessage['headers']; body: any }>;
   readonly deepgramQueries: URLSearchParams[];
+  /** Pre-recorded requests, the file as it arrived. */
+  readonly deepgramFiles: Array<{ query: URLSearchParams; headers: IncomingMessage['headers']; bytes: Buffer }>;
   readonly deepgramControl: string[];
   /** Resolves once a Deepgram control message of `type` has arrived; at once if one has. */
   deepgramSent(type: string): Promise<void>;
@@ -58,13 +63,15 @@ const tone = (samples: number, rate: number) => {
 
 export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenlabs: string; openai: string }): Promise<FakeSpeech> {
   const controls = new Conditions();
-  const fake: FakeSpeech = { httpUrl: '', wsUrl: '', utterances: [], realtimeReplies: [], ttsRequests: [], deepgramQueries: [], deepgramControl: [], deepgramSent: (type) => controls.until(() => fake.deepgramControl.includes(type)), realtimeEvents: [], realtimeHeaders: [], streams: { deepgram: [], realtime: [] } };
+  const fake: FakeSpeech = { httpUrl: '', wsUrl: '', utterances: [], realtimeReplies: [], ttsRequests: [], deepgramQueries: [], deepgramFiles: [], deepgramControl: [], deepgramSent: (type) => controls.until(() => fake.deepgramControl.includes(type)), realtimeEvents: [], realtimeHeaders: [], streams: { deepgram: [], realtime: [] } };
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    let raw = '';
-    req.on('data', (chunk: Buffer) => (raw += chunk.toString()));
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const url = new URL(req.url ?? '/', 'http://fake');
+      if (url.pathname === '/v1/listen' && req.method === 'POST') return deepgramPrerecorded(req, res, url, Buffer.concat(chunks));
+      const raw = Buffer.concat(chunks).toString();
       const body = raw ? JSON.parse(raw) : undefined;
       const eleven = /^\/v1\/text-to-speech\/([^/]+)\/stream$/.exec(url.pathname);
       if (eleven && req.method === 'POST') {
@@ -100,6 +107,20 @@ export async function startFakeSpeech(t: Test, keys: { deepgram: string; elevenl
       sockets.handleUpgrade(req, socket, head, (ws) => (fake.streams.realtime.push(ws), realtime(ws)));
     } else socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
   });
+
+  function deepgramPrerecorded(req: IncomingMessage, res: ServerResponse, url: URL, bytes: Buffer): void {
+    const requestId = `req-${fake.deepgramFiles.length + 1}`;
+    const fail = (status: number, code: string, message: string) => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ err_code: code, err_msg: message, request_id: requestId }));
+    if (req.headers.authorization !== `Token ${keys.deepgram}`) return fail(401, 'INVALID_AUTH', 'Invalid credentials.');
+    if (bytes.length === 0 || !req.headers['content-type']) return fail(400, 'Bad Request', 'Bad Request: failed to process audio: corrupt or unsupported data');
+    fake.deepgramFiles.push({ query: url.searchParams, headers: req.headers, bytes });
+    const transcript = (fake.utterances.shift() ?? 'hello').replace(/^\[\w\w\] /, '');
+    const words = transcript.split(' ').filter(Boolean).map((word, i) => ({ word: word.toLowerCase(), start: i * 0.4, end: i * 0.4 + 0.35, confidence: 0.98, punctuated_word: word }));
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
+      metadata: { request_id: requestId, created: new Date().toISOString(), duration: words.length * 0.4, channels: 1, models: ['fake-nova-3'] },
+      results: { channels: [{ alternatives: [{ transcript, confidence: transcript ? 0.98 : 0, words }] }] },
+    }));
+  }
 
   function deepgram(ws: WebSocket): void {
     let active: { words: string[]; language: string | undefined; frames: number } | undefined;

@@ -18,6 +18,8 @@ import { Conditions } from '../helpers/conditions.js';
  *   then `conversation.item.input_audio_transcription.delta` word by word and `.completed`.
  * Each request, or each commit holding speech, is answered with the next of `utterances`
  * ("mm-hmm" when none is left); a commit without speech with "".
+ * With `anyAudio`, a request's `file` may be any format OpenAI takes, told (as OpenAI does) by its
+ * name's extension (400 otherwise); such requests are kept in `files`, not `requests`.
  */
 
 export interface ReceivedWav {
@@ -37,6 +39,12 @@ export interface TranscriptionRequest {
   readonly file: { readonly filename: string; readonly contentType: string; readonly wav: ReceivedWav };
 }
 
+/** A request of a fake started with `anyAudio`: the file as it arrived. */
+export type AudioFileRequest = Omit<TranscriptionRequest, 'file'> & { readonly file: { readonly filename: string; readonly contentType: string; readonly bytes: Buffer } };
+
+/** The extensions OpenAI's `/audio/transcriptions` takes. */
+const OPENAI_AUDIO = ['flac', 'mp3', 'mp4', 'mpeg', 'mpga', 'm4a', 'ogg', 'wav', 'webm'];
+
 export interface FakeTranscriber {
   /** `http://127.0.0.1:PORT/v1` */
   readonly baseUrl: string;
@@ -45,6 +53,8 @@ export interface FakeTranscriber {
   readonly origin: string;
   readonly utterances: string[];
   readonly requests: TranscriptionRequest[];
+  /** Requests with any audio file (`anyAudio`). */
+  readonly files: AudioFileRequest[];
   /** Requests refused as malformed, with why. */
   readonly refused: string[];
   /** Client events of the realtime sessions (appends counted, not kept). */
@@ -103,7 +113,7 @@ export function readWav(file: Buffer): ReceivedWav | string {
 
 const openAiError = (message: string, code: string | null, type = 'invalid_request_error') => JSON.stringify({ error: { message, type, param: null, code } });
 
-export async function startFakeTranscriber(t: Test, keys: { openai?: string; azure?: string }): Promise<FakeTranscriber> {
+export async function startFakeTranscriber(t: Test, keys: { openai?: string; azure?: string }, options: { anyAudio?: boolean } = {}): Promise<FakeTranscriber> {
   const arrivals = new Conditions();
   let answers = 0;
   const fake: FakeTranscriber = {
@@ -112,6 +122,7 @@ export async function startFakeTranscriber(t: Test, keys: { openai?: string; azu
     origin: '',
     utterances: [],
     requests: [],
+    files: [],
     refused: [],
     realtimeEvents: [],
     realtimeHeaders: [],
@@ -151,14 +162,24 @@ export async function startFakeTranscriber(t: Test, keys: { openai?: string; azu
       const file = parts.find((p) => p.name === 'file' && p.filename !== undefined);
       if (!file) return refuse('file is required');
       if (!fields.model) return refuse('model is required');
-      const wav = readWav(file.data);
-      if (typeof wav === 'string') return refuse(`invalid file: ${wav}`);
-      fake.requests.push({ path: url.pathname + url.search, headers: req.headers, fields, file: { filename: file.filename!, contentType: file.contentType ?? '', wav } });
+      const received = { path: url.pathname + url.search, headers: req.headers, fields };
+      /** A file of another format is taken to last a second. */
+      let durationMs = 1_000;
+      if (options.anyAudio) {
+        const extension = /\.([a-z0-9]+)$/i.exec(file.filename!)?.[1]?.toLowerCase() ?? '';
+        if (!OPENAI_AUDIO.includes(extension)) return refuse(`Invalid file format. Supported formats: ${JSON.stringify(OPENAI_AUDIO)}`);
+        fake.files.push({ ...received, file: { filename: file.filename!, contentType: file.contentType ?? '', bytes: file.data } });
+      } else {
+        const wav = readWav(file.data);
+        if (typeof wav === 'string') return refuse(`invalid file: ${wav}`);
+        fake.requests.push({ ...received, file: { filename: file.filename!, contentType: file.contentType ?? '', wav } });
+        durationMs = wav.durationMs;
+      }
       if (fake.stall) return;
       const text = next();
       const format = fields.response_format ?? 'json';
-      if (format === 'json') return answer(200, JSON.stringify({ text, usage: { type: 'duration', seconds: Math.ceil(wav.durationMs / 1000) } }));
-      if (format === 'verbose_json') return answer(200, JSON.stringify({ task: 'transcribe', language: 'english', duration: wav.durationMs / 1000, text, segments: [] }));
+      if (format === 'json') return answer(200, JSON.stringify({ text, usage: { type: 'duration', seconds: Math.ceil(durationMs / 1000) } }));
+      if (format === 'verbose_json') return answer(200, JSON.stringify({ task: 'transcribe', language: 'english', duration: durationMs / 1000, text, segments: [] }));
       return refuse(`response_format ${format} is not served by this fake`);
     });
   });

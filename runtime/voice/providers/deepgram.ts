@@ -10,13 +10,18 @@ import { objectOr, parseObject, vendorMessage } from './wire.js';
 
 /** Deepgram closes a stream that gets no audio for 10 s; an idle one (ringing, a held call) says it is alive. */
 const DEEPGRAM_KEEPALIVE_MS = 5_000;
+/** The model calls and voice messages are transcribed with. */
+export const DEEPGRAM_MODEL = 'nova-3';
+
+/** Deepgram's `language`: the one expected, or `multi` (code-switching) when the assistant speaks several. */
+export const deepgramLanguage = (languages: readonly string[]): string => (languages.length > 1 ? 'multi' : languages[0] ?? 'en');
 
 export function createDeepgramStt(settings: { apiKey: string; url: string; model?: string; keepAliveMs?: number }, probe?: FirstByteProbe): SttProvider {
   return {
     name: 'deepgram',
     open(options: SttOptions): SttStream {
       const query = new URLSearchParams({
-        model: settings.model ?? 'nova-3',
+        model: settings.model ?? DEEPGRAM_MODEL,
         encoding: 'linear16',
         sample_rate: String(SAMPLE_RATE),
         channels: '1',
@@ -24,7 +29,7 @@ export function createDeepgramStt(settings: { apiKey: string; url: string; model
         punctuate: 'true',
         smart_format: 'true',
         endpointing: 'false',
-        language: options.languages.length > 1 ? 'multi' : options.languages[0] ?? 'en',
+        language: deepgramLanguage(options.languages),
       });
       const socket = new WebSocket(`${settings.url}/v1/listen?${query}`, { headers: { authorization: `Token ${settings.apiKey}` } });
       const queue: Array<Buffer | string> = [];

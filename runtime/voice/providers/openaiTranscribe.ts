@@ -1,7 +1,9 @@
+import type { SpeechVendors } from '../../config.js';
 import type { Logger } from '../../logger.js';
 import { FRAME_MS, SAMPLE_RATE, samplesToBytes, wavHeader } from '../audio.js';
 import type { FirstByteProbe, SttOptions, SttProvider, SttStream } from './types.js';
 import { callLanguage, SegmentedTranscript, SpeechGate, type Segment } from './utterance.js';
+import { TranscriptionFailed } from './wire.js';
 
 /**
  * Batch transcription over OpenAI's `POST /audio/transcriptions` (multipart: `file` a 16 kHz mono
@@ -37,36 +39,49 @@ export function wavFile(samples: Int16Array): Buffer {
   return Buffer.concat([wavHeader(samples.byteLength, 1, SAMPLE_RATE), samplesToBytes(samples)]);
 }
 
-class TranscriptionFailed extends Error {
-  override readonly name = 'TranscriptionFailed';
-  constructor(readonly status: number, readonly code: string | undefined) {
-    super(`the transcription request answered HTTP ${status}${code ? ` (${code})` : ''}`);
+/** Where the `openai` transcriber's requests go: `{url}/audio/transcriptions`, with the key as a bearer token when there is one. */
+export function openaiTranscription(vendor: NonNullable<SpeechVendors['openaiTranscribe']>): BatchTranscriberSettings {
+  const headers: Record<string, string> = vendor.apiKey ? { authorization: `Bearer ${vendor.apiKey}` } : {};
+  return { name: 'openai', endpoint: `${vendor.url}/audio/transcriptions`, headers, model: vendor.model };
+}
+
+/** An Azure OpenAI deployment speaks the same `/audio/transcriptions`, under its own URL, with an `api-key` header. */
+export function azureTranscription(vendor: NonNullable<SpeechVendors['azureTranscribe']>): BatchTranscriberSettings {
+  const endpoint = `${vendor.endpoint}/openai/deployments/${encodeURIComponent(vendor.deployment)}/audio/transcriptions?api-version=${encodeURIComponent(vendor.apiVersion)}`;
+  return { name: 'azure', endpoint, headers: { 'api-key': vendor.apiKey }, model: vendor.deployment };
+}
+
+/**
+ * One `POST /audio/transcriptions` of `file` (its `type` the part's content type, `filename` its
+ * name, whose extension the server reads the format from). With one expected language it is sent;
+ * with several the server detects it (a Whisper model is asked for `verbose_json`, which names it).
+ * @throws TranscriptionFailed when the server answers an error status (the vendor's error code kept, never its message)
+ */
+export async function requestTranscription(settings: BatchTranscriberSettings, file: Blob, filename: string, languages: readonly string[], signal?: AbortSignal): Promise<{ text: string; language?: string }> {
+  const timeout = AbortSignal.timeout(settings.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const detect = languages.length > 1;
+  const form = new FormData();
+  form.append('file', file, filename);
+  form.append('model', settings.model);
+  if (!detect && languages[0]) form.append('language', languages[0]);
+  // Whisper models answer `verbose_json` with the language they heard; OpenAI's gpt-4o models refuse it.
+  form.append('response_format', detect && /whisper/i.test(settings.model) ? 'verbose_json' : 'json');
+  const response = await fetch(settings.endpoint, { method: 'POST', headers: settings.headers, body: form, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
+  const body = (await response.json().catch(() => undefined)) as { text?: unknown; language?: unknown; error?: { code?: unknown; type?: unknown } } | undefined;
+  if (!response.ok) {
+    // Only the vendor's error code is kept: its message may quote the key it refused.
+    const code = body?.error?.code ?? body?.error?.type;
+    throw new TranscriptionFailed(settings.name, response.status, typeof code === 'string' ? code : undefined);
   }
+  if (typeof body?.text !== 'string') throw new Error('the transcription answer has no text');
+  const language = callLanguage(body.language, languages);
+  return { text: body.text, ...(language ? { language } : {}) };
 }
 
 export function createBatchStt(settings: BatchTranscriberSettings, logger: Logger, probe?: FirstByteProbe): SttProvider {
   const timeoutMs = settings.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  /** Whisper models answer `verbose_json` with the language they heard; OpenAI's gpt-4o models refuse it. */
-  const reportsLanguage = /whisper/i.test(settings.model);
-
-  async function transcribe(samples: Int16Array, languages: readonly string[], signal: AbortSignal): Promise<{ text: string; language?: string }> {
-    const detect = languages.length > 1;
-    const form = new FormData();
-    form.append('file', new Blob([wavFile(samples)], { type: 'audio/wav' }), 'utterance.wav');
-    form.append('model', settings.model);
-    if (!detect && languages[0]) form.append('language', languages[0]);
-    form.append('response_format', detect && reportsLanguage ? 'verbose_json' : 'json');
-    const response = await fetch(settings.endpoint, { method: 'POST', headers: settings.headers, body: form, signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) });
-    const body = (await response.json().catch(() => undefined)) as { text?: unknown; language?: unknown; error?: { code?: unknown; type?: unknown } } | undefined;
-    if (!response.ok) {
-      // Only the vendor's error code is kept: its message may quote the key it refused.
-      const code = body?.error?.code ?? body?.error?.type;
-      throw new TranscriptionFailed(response.status, typeof code === 'string' ? code : undefined);
-    }
-    if (typeof body?.text !== 'string') throw new Error('the transcription answer has no text');
-    const language = callLanguage(body.language, languages);
-    return { text: body.text, ...(language ? { language } : {}) };
-  }
+  const transcribe = (samples: Int16Array, languages: readonly string[], signal: AbortSignal) =>
+    requestTranscription(settings, new Blob([wavFile(samples)], { type: 'audio/wav' }), 'utterance.wav', languages, signal);
 
   return {
     name: settings.name,

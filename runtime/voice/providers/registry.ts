@@ -5,7 +5,7 @@ import { createDevRealtime, createDevStt, createDevTts, type DevTtsOptions, type
 import { createElevenLabsTts } from './elevenlabs.js';
 import { createOpenAiRealtime } from './openaiRealtime.js';
 import { createOpenAiRealtimeStt } from './openaiRealtimeStt.js';
-import { createBatchStt } from './openaiTranscribe.js';
+import { azureTranscription, createBatchStt, openaiTranscription } from './openaiTranscribe.js';
 import { createOpenAiTts } from './openaiTts.js';
 import type { FirstByteProbe, RealtimeProvider, SttProvider, TtsProvider } from './types.js';
 
@@ -37,7 +37,7 @@ export function speechAdapters(vendors: SpeechVendors, logger: Logger, probe?: F
     stt: {
       ...(deepgram ? { deepgram: () => createDeepgramStt(deepgram, probe) } : {}),
       ...(openaiTranscribe ? { openai: () => openaiStt(openaiTranscribe, logger, probe) } : {}),
-      ...(azureTranscribe ? { azure: () => azureStt(azureTranscribe, logger, probe) } : {}),
+      ...(azureTranscribe ? { azure: () => createBatchStt(azureTranscription(azureTranscribe), logger, probe) } : {}),
     },
     tts: {
       ...(elevenlabs ? { elevenlabs: () => createElevenLabsTts(elevenlabs, probe) } : {}),
@@ -49,14 +49,7 @@ export function speechAdapters(vendors: SpeechVendors, logger: Logger, probe?: F
 
 function openaiStt(settings: NonNullable<SpeechVendors['openaiTranscribe']>, logger: Logger, probe?: FirstByteProbe): SttProvider {
   if (settings.mode === 'realtime') return createOpenAiRealtimeStt({ realtimeUrl: settings.realtimeUrl, model: settings.model, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}) }, logger, probe);
-  const headers: Record<string, string> = settings.apiKey ? { authorization: `Bearer ${settings.apiKey}` } : {};
-  return createBatchStt({ name: 'openai', endpoint: `${settings.url}/audio/transcriptions`, headers, model: settings.model }, logger, probe);
-}
-
-/** An Azure OpenAI deployment speaks the same `/audio/transcriptions`, under its own URL, with an `api-key` header. */
-function azureStt(settings: NonNullable<SpeechVendors['azureTranscribe']>, logger: Logger, probe?: FirstByteProbe): SttProvider {
-  const endpoint = `${settings.endpoint}/openai/deployments/${encodeURIComponent(settings.deployment)}/audio/transcriptions?api-version=${encodeURIComponent(settings.apiVersion)}`;
-  return createBatchStt({ name: 'azure', endpoint, headers: { 'api-key': settings.apiKey }, model: settings.deployment }, logger, probe);
+  return createBatchStt(openaiTranscription(settings), logger, probe);
 }
 
 /** `dev`: what the dev synthesizer speaks with (see `createDevTts`). */

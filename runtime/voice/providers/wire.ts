@@ -19,6 +19,17 @@ export function parseObject(data: WebSocket.RawData): Record<string, unknown> | 
   return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
+/** A transcription vendor answered an error status, or nothing in time (`status` undefined). */
+export class TranscriptionFailed extends Error {
+  override readonly name = 'TranscriptionFailed';
+  /** Worth another try later: the vendor was busy, failing or silent (not a refused key or file). */
+  readonly retryable: boolean;
+  constructor(readonly vendor: string, readonly status: number | undefined, readonly code: string | undefined, options?: { cause?: unknown }) {
+    super(status === undefined ? `the ${vendor} transcription request failed${code ? ` (${code})` : ''}` : `the ${vendor} transcription request answered HTTP ${status}${code ? ` (${code})` : ''}`, options);
+    this.retryable = status === undefined || status === 429 || status >= 500;
+  }
+}
+
 export const objectOr = (value: unknown): Record<string, unknown> => (value !== null && typeof value === 'object' ? (value as Record<string, unknown>) : {});
 
 /**
