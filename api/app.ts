@@ -28,6 +28,7 @@ import { body, media } from './http/contract.js';
 import { anyObject } from '../schemas/shapes.js';
 import { telephonyRoutes } from './routes/telephony.js';
 import { twilioRoutes } from './routes/carriers/twilio.js';
+import { channelRoutes } from './routes/channels.js';
 import { telnyxRoutes } from './routes/carriers/telnyx.js';
 import { vonageRoutes } from './routes/carriers/vonage.js';
 import { plivoRoutes } from './routes/carriers/plivo.js';
@@ -50,6 +51,7 @@ export function buildApp({ config, logger, runtime, scrapeMetrics }: AppDeps): {
   const perIp = createRateLimiter(config.rateLimits.perIp);
   /** The operator's choice for carriers without a signing secret (refused unless ACCEPT_UNSIGNED_CARRIER_WEBHOOKS). */
   const acceptUnsigned = config.acceptUnsignedCarrierWebhooks;
+  const twilioWebhooks = { authToken: config.twilioAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() };
   const perConversation = createRateLimiter(config.rateLimits.perConversation);
   const routes = [
     ...healthRoutes(() => runtime.health()),
@@ -66,7 +68,8 @@ export function buildApp({ config, logger, runtime, scrapeMetrics }: AppDeps): {
     ...campaignsRoutes(services.campaigns, () => runtime.publicUrl()),
     ...ledgerRoutes(services.ledger, () => runtime.publicUrl()),
     ...telephonyRoutes(services.voice, { perIp }),
-    ...twilioRoutes(services.voice, { authToken: config.twilioAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),
+    ...twilioRoutes(services.voice, twilioWebhooks),
+    ...channelRoutes(services.channels, twilioWebhooks),
     ...telnyxRoutes(services.voice, { publicKey: config.telnyxPublicKey, acceptUnsigned }),
     ...vonageRoutes(services.voice, { signatureSecret: config.vonageSignatureSecret, acceptUnsigned, applicationId: config.vonage?.applicationId }),
     ...plivoRoutes(services.voice, { authToken: config.plivoAuthToken, acceptUnsigned, publicUrl: () => runtime.publicUrl() }),

@@ -163,6 +163,14 @@ export interface Config {
    * @defaultValue 5 calls per second, 1 000 ms, 60 000 ms
    */
   readonly campaigns: { readonly callsPerSecond: number; readonly tickMs: number; readonly leaseMs: number };
+  /**
+   * Messaging channels. WHATSAPP_API_URL: the Graph API's origin; WHATSAPP_API_VERSION: its version
+   * path segment. CHANNEL_SECRETS_KEY: the 32-byte key (64 hex digits or base64) that seals the
+   * channels' secrets in the database; without it a key made once in DATA_DIR/channel-secrets.key
+   * (every process and machine on one database must share it). @defaultValue
+   * https://graph.facebook.com, v21.0, the key file
+   */
+  readonly channels: { readonly whatsappApiUrl: string; readonly whatsappApiVersion: string; readonly secretsKey: Buffer | undefined };
 }
 
 export interface SpeechVendors {
@@ -399,6 +407,22 @@ function callPresenceConfig(env: Env): Config['callPresence'] {
   return { heartbeatMs, orphanAfterMs, sweepMs };
 }
 
+function channelsConfig(env: Env): Config['channels'] {
+  const version = text(env, 'WHATSAPP_API_VERSION') ?? 'v21.0';
+  if (!/^v\d+\.\d+$/.test(version)) throw new ConfigError('WHATSAPP_API_VERSION', `expected a Graph API version such as v21.0, got "${version}"`);
+  const keyText = text(env, 'CHANNEL_SECRETS_KEY');
+  let secretsKey: Buffer | undefined;
+  if (keyText !== undefined) {
+    secretsKey = /^[0-9a-fA-F]{64}$/.test(keyText) ? Buffer.from(keyText, 'hex') : Buffer.from(keyText, 'base64');
+    if (secretsKey.length !== 32) throw new ConfigError('CHANNEL_SECRETS_KEY', 'must be 32 bytes, as 64 hex digits or base64 (openssl rand -hex 32)');
+  }
+  return {
+    whatsappApiUrl: (url(env, 'WHATSAPP_API_URL', ['https:', 'http:']) ?? 'https://graph.facebook.com').replace(/\/+$/, ''),
+    whatsappApiVersion: version,
+    secretsKey,
+  };
+}
+
 function embeddingsConfig(env: Env): Config['embeddings'] {
   const baseUrl = url(env, 'EMBEDDINGS_BASE_URL', ['http:', 'https:']);
   if (!baseUrl) return undefined;
@@ -480,6 +504,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       tickMs: integer(env, 'CAMPAIGN_TICK_MS', 50, 60_000, 1_000),
       leaseMs: integer(env, 'CAMPAIGN_LEASE_MS', 1_000, 3_600_000, 60_000),
     },
+    channels: overrides.channels ?? channelsConfig(env),
   });
 }
 

@@ -10,6 +10,8 @@ export const errorRegistry = {
   unauthenticated: { status: 401, message: 'Unauthenticated.' },
   invalid_credentials: { status: 401, message: 'Invalid credentials.' },
   insufficient_balance: { status: 402, message: 'Insufficient balance. Please top up your account.' },
+  /** A channel webhook whose signature is missing or does not match the channel's secret. */
+  channel_signature_invalid: { status: 401, message: 'The request signature is not valid.' },
   forbidden: { status: 403, message: 'This action is unauthorized.' },
   /** GET /metrics without METRICS_TOKEN set, asked from another machine (or through a proxy). */
   metrics_loopback_only: { status: 403, message: 'Metrics are served only to this machine. Set METRICS_TOKEN to scrape them from elsewhere.' },
@@ -24,6 +26,7 @@ export const errorRegistry = {
   conversation_not_found: { status: 404, message: 'Conversation not found' },
   call_not_found: { status: 404, message: 'Call not found' },
   campaign_not_found: { status: 404, message: 'Campaign not found' },
+  channel_not_found: { status: 404, message: 'Channel not found.' },
   do_not_call_not_found: { status: 404, message: 'The number is not on the do-not-call list.' },
   webhook_delivery_not_found: { status: 404, message: 'Webhook delivery not found.' },
   voice_not_found: { status: 404, message: 'Voice not found.' },

@@ -34,6 +34,8 @@ import { createMetrics, type Metrics } from './metrics.js';
 import { systemClock, type Clock } from './clock.js';
 import { createVoiceService, type VoiceService } from './calls/live.js';
 import { createDialler } from './campaigns/dialler.js';
+import { createChannels, type Channels } from './channels/index.js';
+import { createFileTranscriber } from './voice/providers/fileTranscriber.js';
 import { createCarriers } from './calls/carriers/index.js';
 import type { Carrier } from './calls/carriers/types.js';
 import { createSpeechRegistry, speechAdapters, type SpeechOverrides } from './voice/providers/registry.js';
@@ -106,6 +108,8 @@ export interface Services {
   /** Outbound campaigns, their leads and the do-not-call list (the API's side; the dialler dials). */
   readonly campaigns: ReturnType<typeof createCampaignService>;
   readonly conversations: ReturnType<typeof createConversationService>;
+  /** WhatsApp and SMS channels: their settings, their webhooks' messages, the replies' outbox. */
+  readonly channels: Channels;
   readonly calls: ReturnType<typeof createCallService>;
   readonly webhooks: ReturnType<typeof createWebhookService>;
   /** The owners' ledger entries, read. */
@@ -132,6 +136,8 @@ export interface RuntimeOptions {
   readonly conversationTurnMs?: number;
   /** How long a conversation's turn holds it between renewals (tests shorten it). @defaultValue 60 s */
   readonly conversationTurnLeaseSeconds?: number;
+  /** How long a process holds a channel conversation's inbox between renewals (tests shorten it). @defaultValue 60 s */
+  readonly channelInboxLeaseSeconds?: number;
   /** Waits between attempts to save a call's end, the last repeating (tests shorten them). */
   readonly callEndRetryMs?: readonly number[];
 }
@@ -226,6 +232,18 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     turnLeaseSeconds: options.conversationTurnLeaseSeconds,
     sweeps,
   });
+  const channels = await createChannels({
+    pool: db,
+    config,
+    engine: conversationEngine,
+    clock,
+    logger: logger.child({ component: 'channels' }),
+    sweeps,
+    publicUrl: () => publicUrl(),
+    wakeWebhooks: () => webhookWorker.wake(),
+    transcribe: createFileTranscriber({ speech: config.speech, catalog, logger: logger.child({ component: 'channels' }) }),
+    inboxLeaseSeconds: options.channelInboxLeaseSeconds,
+  });
   const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(db, config.dataDir, logger.child({ component: 'calls' })) };
   const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, clock.now());
   let listeningOrigin = config.publicUrl;
@@ -291,7 +309,8 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     assistants: createAssistantService({ pool: db, catalog, logger, refusesDestination }),
     phoneNumbers: createPhoneNumberService({ pool: db, logger, defaultCarrier: carriers.defaultName }),
     campaigns: createCampaignService({ pool: db, logger }),
-    conversations: createConversationService({ pool: db, engine: conversationEngine, logger }),
+    conversations: createConversationService({ pool: db, engine: conversationEngine, logger, replyOnChannel: channels.reply }),
+    channels,
     calls: createCallService({
       pool: db,
       recordingUrl: signedRecordingUrl,
@@ -315,6 +334,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
   ingestion.start();
   webhookWorker.start();
   dialler.start();
+  channels.start();
   void evaluator.resume().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be resumed'));
   const stopEvaluationSweep = sweeps.every('evaluations', 5 * 60_000, () => evaluator.sweep().catch((error: unknown) => logger.error({ err: error }, 'pending evaluations could not be taken up again')));
   // The embedded database is this process's alone: a message still owed its reply was left by the
@@ -347,10 +367,11 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       dialler.drain();
       voice.drain();
       conversationEngine.drain();
+      channels.drain();
       ingestion.drain();
     },
     async quiet() {
-      await Promise.all([voice.quiet(), conversationEngine.quiet()]);
+      await Promise.all([voice.quiet(), conversationEngine.quiet(), channels.idle()]);
     },
     async settled() {
       // An evaluation's end releases its call's webhook: evaluations first, then what they woke.
@@ -358,7 +379,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       await Promise.all([ingestion.idle(), webhookWorker.idle(), services.auth.settled()]);
     },
     async endLive(goodbyeMs, cutShort) {
-      await Promise.all([voice.endAll(goodbyeMs, cutShort), conversationEngine.stop()]);
+      await Promise.all([voice.endAll(goodbyeMs, cutShort), conversationEngine.stop(), channels.stop()]);
     },
     /** A call just ended and its webhook was queued: deliver without waiting for the next poll. */
     wakeWebhooks: () => webhookWorker.wake(),
@@ -375,7 +396,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
       await voice.stop();
       await vad.close();
       await synthesizer?.close();
-      await conversationEngine.stop();
+      await Promise.all([conversationEngine.stop(), channels.stop()]);
       // Side by side: an attempt in flight finishes (it has its own 10 s limit), an evaluation left
       // unfinished after `graceMs` is given back (taken up again by another process, or at the next
       // start), and a document job still running (it had the whole stop so far) is given back to be run again.

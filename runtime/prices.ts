@@ -1,13 +1,13 @@
 /**
  * What the platform charges, in USD, in one table.
  * - Conversation messages are charged per user message to the assistant owner (spec section 8):
- *   widget, WhatsApp and API conversations at 0.01, test conversations free.
+ *   widget, WhatsApp, SMS and API conversations at 0.01, test conversations free.
  * - Calls are charged per started second from the answer to the hang-up: the platform's price
  *   per minute for the engine mode, plus the carrier's price per minute for the type and country
  *   of the platform number the call uses (web calls have no carrier). One ledger entry per call.
  */
 export const prices = {
-  conversationMessage: { test: 0, widget: 0.01, whatsapp: 0.01, api: 0.01 },
+  conversationMessage: { test: 0, widget: 0.01, whatsapp: 0.01, sms: 0.01, api: 0.01 },
   callPlatformPerMinute: { pipeline: 0.06, multimodal: 0.12, dualplex: 0.09 },
   callCarrierPerMinute: {
     normal: { US: 0.014, CA: 0.014, GB: 0.02, DE: 0.025, FR: 0.025, ES: 0.025, IT: 0.025, NL: 0.025, AU: 0.03, default: 0.04 },
@@ -15,7 +15,7 @@ export const prices = {
     caller_id: { US: 0.014, CA: 0.014, default: 0.04 },
   },
 } as const satisfies {
-  conversationMessage: Record<'test' | 'widget' | 'whatsapp' | 'api', number>;
+  conversationMessage: Record<'test' | 'widget' | 'whatsapp' | 'sms' | 'api', number>;
   callPlatformPerMinute: Record<'pipeline' | 'multimodal' | 'dualplex', number>;
   callCarrierPerMinute: Record<'normal' | 'sip' | 'caller_id', { default: number } & Record<string, number>>;
 };

@@ -12,9 +12,14 @@ export const sendMessageSchema = compileSchema<{ message: string }>({
   message: text({ max: 2000, notBlank: true }),
 });
 
+/** The owner writing in a conversation as a human agent (delivered on its channel, or to the widget). */
+export const ownerMessageSchema = compileSchema<{ message: string }>({
+  message: text({ max: 4096, notBlank: true, description: 'What you write to the customer, as a human agent; sent on the conversation\'s channel (WhatsApp, SMS) or shown in the widget' }),
+});
+
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
-export const listConversationsSchema = compileSchema<{ type?: 'test' | 'widget' | 'whatsapp' | 'api'; assistant_id?: string; date_from?: string; date_to?: string; per_page?: number; page?: number }>({
-  type: oneOf(['test', 'widget', 'whatsapp', 'api'], { optional: true }),
+export const listConversationsSchema = compileSchema<{ type?: 'test' | 'widget' | 'whatsapp' | 'sms' | 'api'; assistant_id?: string; date_from?: string; date_to?: string; per_page?: number; page?: number }>({
+  type: oneOf(['test', 'widget', 'whatsapp', 'sms', 'api'], { optional: true }),
   assistant_id: idOrUuid({ optional: true, description: 'One of your assistants: its integer id, or its UUID (as the listing shows it)' }),
   date_from: text({ optional: true, pattern: DAY, patternMessage: 'The date from does not match the format Y-m-d.' }),
   date_to: text({ optional: true, pattern: DAY, patternMessage: 'The date to does not match the format Y-m-d.' }),

@@ -197,12 +197,23 @@ const functionCall = object(
   'A function call of the reply',
 );
 export const functionCalls = array(functionCall, "Functions the assistant called for this reply (shown only with the owner's token)");
+export const DELIVERY_STATUSES = ['received', 'pending', 'sent', 'delivered', 'read', 'failed'] as const;
 export const historyMessage = object(
-  { role: oneOf(['assistant', 'user'], 'Who wrote it'), content: string('The words'), function_calls: functionCalls },
+  {
+    role: oneOf(['assistant', 'user'], 'Who wrote it'),
+    content: string('The words'),
+    function_calls: functionCalls,
+    delivery_status: nullable(
+      oneOf(
+        DELIVERY_STATUSES,
+        "Owner only, on WhatsApp and SMS conversations: received (the customer's message), or for a reply pending (waiting to be sent), sent, delivered, read, failed (its least advanced part); null for a message not sent on the channel",
+      ),
+    ),
+  },
   'A message of a conversation',
-  ['function_calls'],
+  ['function_calls', 'delivery_status'],
 );
-export const conversationType = oneOf(['test', 'widget', 'whatsapp', 'api'], 'test (free, owner only), widget (public, charged per user message), whatsapp, api (owner, charged)');
+export const conversationType = oneOf(['test', 'widget', 'whatsapp', 'sms', 'api'], 'test (free, owner only), widget (public, charged per user message), whatsapp and sms (a channel\'s customer, charged per message answered), api (owner, charged)');
 export const conversationListItem = object(
   {
     id: uuid('Conversation id'),

@@ -4,7 +4,7 @@ import t from 'tap';
 import { twilioSignatureMatches } from '../runtime/calls/carriers/twilioSignature.js';
 import { ChannelError } from '../runtime/channels/errors.js';
 import { createTwilioMessaging, inboundKeyword, keywordOf, parseInboundSms, parseStatusCallback, splitSms, TWILIO_UNSUBSCRIBED, TwilioMessagingError } from '../runtime/channels/sms/wire.js';
-import { inboundSmsForm, signTwilio, startTwilioMessagingFake, statusCallbackForm } from './helpers/twilioMessagingFake.js';
+import { inboundSmsForm, signTwilio, startTwilioMessagingFake, statusCallbackForm } from './fakes/twilioMessaging.js';
 
 /**
  * Twilio Messaging (SMS) on the wire, without a platform:

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
 import { ChannelError } from '../runtime/channels/errors.js';
 import { createGraphClient, parseWebhook, splitText, verifyHubSignature } from '../runtime/channels/whatsapp/wire.js';
-import { buttonReplyWebhook, mediaMessageWebhook, signHub, startWhatsAppFake, statusWebhook, textMessageWebhook, type WhatsAppFake } from './helpers/whatsappFake.js';
+import { buttonReplyWebhook, mediaMessageWebhook, signHub, startWhatsAppFake, statusWebhook, textMessageWebhook, type WhatsAppFake } from './fakes/whatsapp.js';
 
 /**
  * The WhatsApp Cloud API wire, without the platform:

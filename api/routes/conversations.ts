@@ -3,12 +3,12 @@ import { PlatformError, ValidationError } from '../../runtime/errors.js';
 import type { RateLimiter } from '../../runtime/rateLimit.js';
 import { checkRealDay } from '../../schemas/dates.js';
 import { DEFAULT_PER_PAGE } from '../../schemas/pagination.js';
-import { aiSwitchSchema, createConversationSchema, listConversationsSchema, sendMessageSchema } from '../../schemas/conversations.js';
+import { aiSwitchSchema, createConversationSchema, listConversationsSchema, ownerMessageSchema, sendMessageSchema } from '../../schemas/conversations.js';
 import { paginate } from '../http/pagination.js';
 import { userId } from '../http/params.js';
 import { json, type ApiRequest, type RouteDefinition } from '../http/types.js';
 import { body } from '../http/contract.js';
-import { array, boolean, constant, nullable, object, paginated, string, uuid } from '../../schemas/shapes.js';
+import { array, boolean, constant, integer, nullable, object, oneOf, paginated, string, uuid } from '../../schemas/shapes.js';
 import { conversationListItem, functionCalls, historyMessage } from '../../schemas/responses.js';
 
 const statusTrue = constant(true, 'Always true');
@@ -107,6 +107,40 @@ export function conversationRoutes(conversations: ConversationService, limits: C
           query.per_page ?? DEFAULT_PER_PAGE,
         );
         return json(200, paginate(page, publicUrl(), req.path, req.rawQuery));
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/user/conversations/:id/messages',
+      auth: 'user',
+      family: 'conversation',
+      tag,
+      summary: "Write to the customer as a human agent (for instance with AI replies off): sent on the conversation's channel (WhatsApp, SMS) or shown in the widget; not charged",
+      requestSchema: ownerMessageSchema.schema,
+      responses: {
+        201: body(
+          object(
+            {
+              status: statusTrue,
+              message: string('What happened, in words for people'),
+              data: object(
+                {
+                  id: integer('The message'),
+                  role: constant('assistant', 'Written on the assistant\'s side'),
+                  content: string('The words'),
+                  delivery_status: nullable(oneOf(['pending'], 'pending on a channel (GET the history for its progress); null elsewhere')),
+                },
+                'The message',
+              ),
+            },
+            'Sent',
+          ),
+        ),
+      },
+      async handler(req) {
+        const { message } = ownerMessageSchema(req.body);
+        const data = await conversations.ownerMessage(userId(req), req.params.id!, message);
+        return json(201, { status: true, message: 'Message sent.', data });
       },
     },
     {

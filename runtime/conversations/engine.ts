@@ -15,7 +15,7 @@ import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { listAssistantTools } from '../tools/repository.js';
-import { conversationMachine, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
+import { conversationMachine, type ReplySaved, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
 import { createConversationFanout } from './fanout.js';
 import {
   clearMessageCost,
@@ -273,6 +273,7 @@ export function createConversationEngine(deps: EngineDeps) {
           const saved = await pool.transaction(async (tx) => {
             const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls, turn: { ends: turns.get(s.conversationId)?.owner } });
             await settleReply(tx, turn.userMessageId);
+            await turn.job.saved?.(tx, { messageId: message.id, text: turn.text });
             return message;
           });
           leavingTurn(s.conversationId);
@@ -356,7 +357,7 @@ export function createConversationEngine(deps: EngineDeps) {
      * Queues a user message; resolves with the reply once every earlier message is answered.
      * @throws PlatformError `insufficient_balance`; LlmError when the model fails (the charge is refunded).
      */
-    async send(conversation: ConversationRow, assistant: AssistantWithTools, text: string): Promise<TurnResult> {
+    async send(conversation: ConversationRow, assistant: AssistantWithTools, text: string, saved?: ReplySaved): Promise<TurnResult> {
       if (draining) throw shuttingDown();
       busy++;
       try {
@@ -364,7 +365,7 @@ export function createConversationEngine(deps: EngineDeps) {
         entry.busy++;
         entry.lastUsed = clock.now();
         try {
-          return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, resolve, reject } }));
+          return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, saved, resolve, reject } }));
         } finally {
           entry.busy--;
           entry.lastUsed = clock.now();

@@ -1,3 +1,4 @@
+import type { DatabaseTransactionConnection } from 'slonik';
 import { assign, fromPromise, setup } from 'xstate';
 import type { ChatMessage, FunctionDefinition, LlmProvider, ToolCall } from '../llm/types.js';
 import type { FunctionCallRecord } from './repository.js';
@@ -19,8 +20,12 @@ export interface TurnResult {
   readonly function_calls: FunctionCallRecord[];
 }
 
+export type ReplySaved = (tx: DatabaseTransactionConnection, reply: { readonly messageId: number; readonly text: string }) => Promise<void>;
+
 export interface Job {
   readonly text: string;
+  /** Runs in the transaction that stores the reply (a channel queues its delivery there). */
+  readonly saved?: ReplySaved;
   resolve(result: TurnResult): void;
   reject(error: unknown): void;
 }

@@ -7,7 +7,7 @@ export const conversationRow = z.object({
   id: z.string(),
   assistant_id: z.number().nullable(),
   user_id: z.number(),
-  type: z.enum(['test', 'widget', 'whatsapp', 'api']),
+  type: z.enum(['test', 'widget', 'whatsapp', 'sms', 'api']),
   variables: z.record(z.union([z.string(), z.number(), z.boolean()])),
   ai_enabled: z.boolean(),
   message_count: z.number(),
@@ -26,6 +26,8 @@ export const messageRow = z.object({
   content: z.string(),
   function_calls: z.array(functionCallRecord).nullable(),
   cost: z.number(),
+  /** On a channel's conversation, how far the message went (outboxStore.ts); null elsewhere. */
+  delivery_status: z.enum(['received', 'pending', 'sent', 'delivered', 'read', 'failed']).nullable(),
   created_at: z.string(),
 });
 export type MessageRow = z.infer<typeof messageRow>;
@@ -67,7 +69,7 @@ export async function insertMessage(
     INSERT INTO conversation_messages (conversation_id, role, content, function_calls, cost, reply_pending)
     VALUES (${input.conversationId}, ${input.role}, ${storableText(input.content)},
       ${input.functionCalls?.length ? sql.jsonb(storableJson(input.functionCalls) as never) : null}, ${(input.cost ?? 0).toFixed(6)}, ${input.replyPending ?? false})
-    RETURNING id, role, content, function_calls, cost, created_at`);
+    RETURNING id, role, content, function_calls, cost, delivery_status, created_at`);
   // Processes with sockets on the conversation hear of the message when it commits (MESSAGES_CHANNEL).
   await db.query(sql.unsafe`
     UPDATE conversations SET message_count = message_count + 1, total_cost = total_cost + ${(input.cost ?? 0).toFixed(6)}, updated_at = now()${turnChange(input.turn)}
@@ -79,7 +81,7 @@ export async function insertMessage(
 /** The latest `limit` messages stored after `afterId`, oldest first. */
 export async function recentMessages(db: CommonQueryMethods, conversationId: string, afterId: number, limit = 50): Promise<readonly MessageRow[]> {
   const rows = await db.any(sql.type(messageRow)`
-    SELECT id, role, content, function_calls, cost, created_at FROM conversation_messages
+    SELECT id, role, content, function_calls, cost, delivery_status, created_at FROM conversation_messages
     WHERE conversation_id = ${conversationId} AND id > ${afterId} ORDER BY id DESC LIMIT ${limit}`);
   return [...rows].reverse();
 }
@@ -103,7 +105,7 @@ export async function clearMessageCost(db: CommonQueryMethods, conversationId: s
 
 export async function listMessages(db: CommonQueryMethods, conversationId: string): Promise<readonly MessageRow[]> {
   return db.any(sql.type(messageRow)`
-    SELECT id, role, content, function_calls, cost, created_at FROM conversation_messages
+    SELECT id, role, content, function_calls, cost, delivery_status, created_at FROM conversation_messages
     WHERE conversation_id = ${conversationId} ORDER BY id`);
 }
 

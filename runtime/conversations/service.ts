@@ -27,7 +27,11 @@ export interface HistoryMessage {
   role: 'user' | 'assistant';
   content: string;
   function_calls?: MessageRow['function_calls'];
+  delivery_status?: MessageRow['delivery_status'];
 }
+
+/** Conversations with a customer on a messaging channel: their history shows the owner each message's delivery. */
+const CHANNEL_TYPES: ReadonlySet<ConversationType> = new Set(['whatsapp', 'sms']);
 
 /**
  * Who reads a conversation. Its owner (the caller's token names the assistant's user) sees the
@@ -41,8 +45,13 @@ function readerOf(conversation: ConversationRow, callerId: number | undefined): 
   return callerId !== undefined && callerId === conversation.user_id ? 'owner' : 'visitor';
 }
 
-export function historyOf(rows: readonly MessageRow[], reader: Reader): HistoryMessage[] {
-  return rows.map((row) => ({ role: row.role, content: row.content, ...(reader === 'owner' && row.function_calls?.length ? { function_calls: row.function_calls } : {}) }));
+export function historyOf(rows: readonly MessageRow[], reader: Reader, channel = false): HistoryMessage[] {
+  return rows.map((row) => ({
+    role: row.role,
+    content: row.content,
+    ...(reader === 'owner' && row.function_calls?.length ? { function_calls: row.function_calls } : {}),
+    ...(reader === 'owner' && channel ? { delivery_status: row.role === 'user' ? 'received' : row.delivery_status } : {}),
+  }));
 }
 
 export function listItem(row: ConversationListRow) {
@@ -62,7 +71,21 @@ export function listItem(row: ConversationListRow) {
 /** Types a visitor cannot start: `test` is free to the caller and `api` is the owner's integration. */
 const OWNER_ONLY_TYPES: ReadonlySet<ConversationType> = new Set(['test', 'api']);
 
-export function createConversationService({ pool, engine, logger }: { pool: DatabasePool; engine: ConversationEngine; logger: Logger }) {
+/**
+ * @param replyOnChannel stores the owner's words in a channel's conversation and sends them on
+ *   the channel; undefined when the conversation has no channel.
+ */
+export function createConversationService({
+  pool,
+  engine,
+  logger,
+  replyOnChannel,
+}: {
+  pool: DatabasePool;
+  engine: ConversationEngine;
+  logger: Logger;
+  replyOnChannel?: (conversationId: string, text: string) => Promise<number | undefined>;
+}) {
   async function conversationAndAssistant(id: string): Promise<{ conversation: ConversationRow; assistant: AssistantWithTools }> {
     const conversation = isUuid(id) ? await findConversation(pool, id) : null;
     if (!conversation) throw new PlatformError('conversation_not_found');
@@ -121,7 +144,7 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
     async history(id: string, callerId?: number): Promise<HistoryMessage[]> {
       const conversation = isUuid(id) ? await findConversation(pool, id) : null;
       if (!conversation) throw new PlatformError('conversation_not_found');
-      return historyOf(await listMessages(pool, id), readerOf(conversation, callerId));
+      return historyOf(await listMessages(pool, id), readerOf(conversation, callerId), CHANNEL_TYPES.has(conversation.type));
     },
 
     /**
@@ -142,6 +165,20 @@ export function createConversationService({ pool, engine, logger }: { pool: Data
     async list(userId: number, filters: ConversationFilters, page: number, perPage: number) {
       const { items, total } = await listConversations(pool, userId, filters, page, perPage);
       return { items: items.map(listItem), total, page, perPage };
+    },
+
+    /**
+     * The owner writes in their conversation as a human agent: sent on its channel (WhatsApp,
+     * SMS), or stored for the widget's socket to show. Not charged.
+     */
+    async ownerMessage(userId: number, id: string, text: string): Promise<{ id: number; role: 'assistant'; content: string; delivery_status: MessageRow['delivery_status'] }> {
+      const conversation = isUuid(id) ? await findConversation(pool, id) : null;
+      if (!conversation || conversation.user_id !== userId) throw new PlatformError('conversation_not_found');
+      const onChannel = await replyOnChannel?.(conversation.id, text);
+      if (onChannel !== undefined) return { id: onChannel, role: 'assistant', content: text, delivery_status: 'pending' };
+      const row = await pool.transaction((tx) => insertMessage(tx, { conversationId: conversation.id, role: 'assistant', content: text }));
+      logger.info({ conversationId: conversation.id, userId }, 'owner wrote in a conversation');
+      return { id: row.id, role: 'assistant', content: text, delivery_status: null };
     },
 
     /** The owner takes a conversation over by hand (AI off) or hands it back. */

@@ -12,8 +12,15 @@ import { formOf, twimlWebhookRoutes, unsignedWebhook } from './webhooks.js';
 
 export { twilioSignature } from '../../../runtime/calls/carriers/twilioSignature.js';
 
-export function twilioRoutes(voice: VoiceService, options: { authToken: string | undefined; acceptUnsigned: boolean; publicUrl: () => string }): RouteDefinition[] {
-  function verified(req: ApiRequest): URLSearchParams {
+export interface TwilioWebhookOptions {
+  readonly authToken: string | undefined;
+  readonly acceptUnsigned: boolean;
+  readonly publicUrl: () => string;
+}
+
+/** A Twilio webhook's form, once its `X-Twilio-Signature` holds (403 otherwise; see `unsignedWebhook` without a token). */
+export function twilioVerifier(options: TwilioWebhookOptions): (req: ApiRequest) => URLSearchParams {
+  return (req) => {
     const params = formOf(req);
     if (!options.authToken) {
       unsignedWebhook('Twilio', options.acceptUnsigned);
@@ -22,6 +29,9 @@ export function twilioRoutes(voice: VoiceService, options: { authToken: string |
     const url = `${options.publicUrl()}${req.path}${req.rawQuery ? `?${req.rawQuery}` : ''}`;
     if (!twilioSignatureMatches(options.authToken, url, params, req.headers['x-twilio-signature'])) throw new PlatformError('forbidden', { message: 'The Twilio signature does not match.' });
     return params;
-  }
-  return twimlWebhookRoutes(voice, { name: 'twilio', title: 'Twilio', markup: 'TwiML', verified, answer: twimlAnswer });
+  };
+}
+
+export function twilioRoutes(voice: VoiceService, options: TwilioWebhookOptions): RouteDefinition[] {
+  return twimlWebhookRoutes(voice, { name: 'twilio', title: 'Twilio', markup: 'TwiML', verified: twilioVerifier(options), answer: twimlAnswer });
 }

@@ -194,8 +194,7 @@ interface TwilioErrorBody {
 /** A Messages API refusal: a ChannelError with Twilio's error code when it gave one. */
 export class TwilioMessagingError extends ChannelError {
   constructor(message: string, retryable: boolean, status: number | undefined, readonly code: number | undefined, options?: ErrorOptions) {
-    super(message, retryable, status, options);
-    this.name = 'TwilioMessagingError';
+    super(message, { retryable, status, vendorCode: code, cause: options?.cause });
   }
 }
 

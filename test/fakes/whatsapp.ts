@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Conditions } from './conditions.js';
+import { Conditions } from '../helpers/conditions.js';
 
 /**
  * A local stand-in for Meta's Graph API as a WhatsApp channel uses it, speaking its wire:

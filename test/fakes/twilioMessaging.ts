@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { twilioSignature } from '../../runtime/calls/carriers/twilioSignature.js';
-import { Conditions } from './conditions.js';
+import { Conditions } from '../helpers/conditions.js';
 
 /**
  * A local stand-in for Twilio's Programmable Messaging REST API (2010-04-01), create a message

@@ -1,0 +1,148 @@
+import { randomUUID } from 'node:crypto';
+import type { DatabasePool } from 'slonik';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logger.js';
+import type { SweepGate } from '../sweeps.js';
+import type { ChannelRow } from './repository.js';
+import { abandonedInboxes, markInboundDone, nextInbound, receiveInbound, releaseInbox, renewInbox, takeInbox, type InboundInput, type InboundRow, type Received } from './inboxStore.js';
+
+/**
+ * The channels' inbox: a webhook's message is kept (and its duplicate recognised) before the
+ * webhook is acknowledged, then answered in the background by the one process holding the
+ * conversation's inbox, oldest first, so a customer's messages are answered in the order they
+ * came whichever process received them. A process that stops mid-conversation gives the inbox up
+ * (or its lease lapses, if it was killed) and the sweep of any process takes the rest.
+ */
+
+/**
+ * What became of a message: `done`, or `again` (cut short by a stop: left waiting, so whoever holds
+ * the inbox next answers it).
+ */
+export type Handled = 'done' | 'again';
+
+export interface InboxDeps {
+  readonly pool: DatabasePool;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly sweeps?: SweepGate;
+  /** Answers one message; marks it done itself when it stores something in the same transaction, else `done` marks it. */
+  readonly handle: (message: InboundRow) => Promise<Handled>;
+  /** @defaultValue 60 s */
+  readonly leaseSeconds?: number;
+  /** How often abandoned inboxes are looked for. @defaultValue 5 s */
+  readonly sweepMs?: number;
+}
+
+export function createInbox(deps: InboxDeps) {
+  const { pool, clock, logger } = deps;
+  const leaseSeconds = deps.leaseSeconds ?? 60;
+  let stopping = false;
+  const draining = new Set<Promise<void>>();
+
+  async function drain(conversationId: string, owner: string): Promise<void> {
+    let held = true;
+    const stopRenewing = clock.every((leaseSeconds * 1000) / 3, () => {
+      renewInbox(pool, conversationId, owner, leaseSeconds).then(
+        (still) => {
+          if (!still) held = false;
+        },
+        (error: unknown) => logger.warn({ err: error, conversationId }, 'could not renew the inbox'),
+      );
+    });
+    try {
+      for (;;) {
+        if (!held) return;
+        if (stopping) {
+          await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
+          return;
+        }
+        const message = await nextInbound(pool, conversationId);
+        if (!message) {
+          if (await pool.transaction((tx) => releaseInbox(tx, conversationId, owner))) return;
+          continue;
+        }
+        let outcome: Handled;
+        try {
+          outcome = await deps.handle(message);
+        } catch (error) {
+          // A message that cannot be handled is not retried for ever: it is logged and passed over.
+          logger.error({ err: error, conversationId, inboundId: message.id }, 'a channel message could not be answered');
+          outcome = 'done';
+        }
+        if (outcome === 'again') {
+          // Cut short by a stop: the inbox is given up at once, for another process (or the next start).
+          await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
+          return;
+        }
+        await markInboundDone(pool, message.id);
+      }
+    } finally {
+      stopRenewing();
+    }
+  }
+
+  function start(conversationId: string, owner: string): void {
+    const run: Promise<void> = drain(conversationId, owner)
+      .catch((error: unknown) => logger.error({ err: error, conversationId }, 'a conversation inbox stopped'))
+      .finally(() => draining.delete(run));
+    draining.add(run);
+  }
+
+  /** Takes up conversations whose messages wait with nobody answering (their process stopped). */
+  async function sweep(): Promise<number> {
+    if (stopping) return 0;
+    let taken = 0;
+    for (const conversationId of await abandonedInboxes(pool, 100)) {
+      const owner = randomUUID();
+      if (await takeInbox(pool, conversationId, owner, leaseSeconds)) {
+        taken++;
+        start(conversationId, owner);
+      }
+    }
+    return taken;
+  }
+  const sweepSafely = () => sweep().catch((error: unknown) => logger.error({ err: error }, 'abandoned conversation inboxes could not be taken up'));
+  let stopSweeps: (() => void) | undefined;
+
+  return {
+    /**
+     * Keeps a channel's inbound message (once per id) and, when this process takes the
+     * conversation's inbox, answers it in the background.
+     */
+    async receive(channel: ChannelRow, input: InboundInput): Promise<Received> {
+      const owner = randomUUID();
+      const received = await pool.transaction((tx) => receiveInbound(tx, channel, input, owner, leaseSeconds));
+      if (!received.duplicate && received.takesInbox) {
+        if (stopping) await pool.transaction((tx) => releaseInbox(tx, received.conversationId, owner, true));
+        else start(received.conversationId, owner);
+      }
+      return received;
+    },
+
+    start(): void {
+      const every = deps.sweepMs ?? 5_000;
+      stopSweeps = deps.sweeps ? deps.sweeps.every('channel-inboxes', every, sweepSafely) : clock.every(every, sweepSafely);
+      void sweepSafely();
+    },
+
+    sweep,
+
+    /** Resolves once no conversation is being answered here. */
+    async idle(): Promise<void> {
+      while (draining.size > 0) await Promise.all([...draining]);
+    },
+
+    /** The first step of a stop: no new message is taken up here; conversations being answered give their inbox up after the message at hand. */
+    drain(): void {
+      stopping = true;
+    },
+
+    async stop(): Promise<void> {
+      stopping = true;
+      stopSweeps?.();
+      await this.idle();
+    },
+  };
+}
+
+export type Inbox = ReturnType<typeof createInbox>;

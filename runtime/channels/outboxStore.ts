@@ -1,0 +1,112 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { storableText } from '../store/text.js';
+
+/**
+ * The outbox's statements: each message to a customer is kept, in the transaction that stores it,
+ * as the parts the channel takes (a long reply is split), and sent in order per conversation. A
+ * part's state follows the channel's status reports forward only (sent, delivered, read; failed at
+ * any point); its message's `delivery_status` is that of its least advanced part.
+ */
+
+export const OUTBOX_LEASE_SECONDS = 30;
+
+/** Queues a stored message's parts for the channel. */
+export async function enqueueParts(
+  db: CommonQueryMethods,
+  input: { channelId: number; conversationId: string; messageId: number; recipient: string; parts: readonly string[] },
+): Promise<void> {
+  if (input.parts.length === 0) return;
+  await db.query(sql.unsafe`
+    INSERT INTO channel_outbound (channel_id, conversation_id, message_id, part, recipient, body)
+    SELECT ${input.channelId}, ${input.conversationId}::uuid, ${input.messageId}, part, ${input.recipient}, body
+    FROM unnest(${sql.array(input.parts.map(storableText), 'text')}::text[]) WITH ORDINALITY AS p(body, part)`);
+  await db.query(sql.unsafe`UPDATE conversation_messages SET delivery_status = 'pending' WHERE id = ${input.messageId}`);
+}
+
+export const outboundRow = z.object({
+  id: z.number(),
+  channel_id: z.number(),
+  conversation_id: z.string(),
+  message_id: z.number(),
+  recipient: z.string(),
+  body: z.string(),
+  attempts: z.number(),
+});
+export type OutboundRow = z.infer<typeof outboundRow>;
+
+/**
+ * Takes the next part due: queued (its retry's time come) or left sending by a stopped process,
+ * and only when no earlier part of its conversation still waits, so a conversation's messages
+ * leave in order. The attempt is counted.
+ */
+export async function claimPart(db: CommonQueryMethods): Promise<OutboundRow | null> {
+  return db.maybeOne(sql.type(outboundRow)`
+    WITH next AS (
+      SELECT o.id FROM channel_outbound o
+      WHERE ((o.state = 'queued' AND o.next_attempt_at <= now()) OR (o.state = 'sending' AND o.lease_until < now()))
+        AND NOT EXISTS (
+          SELECT 1 FROM channel_outbound e WHERE e.conversation_id = o.conversation_id AND e.id < o.id AND e.state IN ('queued', 'sending')
+        )
+      ORDER BY o.next_attempt_at, o.id LIMIT 1 FOR UPDATE SKIP LOCKED
+    )
+    UPDATE channel_outbound o SET state = 'sending', attempts = o.attempts + 1, lease_until = now() + make_interval(secs => ${OUTBOX_LEASE_SECONDS})
+    FROM next WHERE o.id = next.id
+    RETURNING o.id, o.channel_id, o.conversation_id::text, o.message_id, o.recipient, o.body, o.attempts`);
+}
+
+const STATE_RANK = sql.fragment`(CASE state WHEN 'queued' THEN 0 WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3 ELSE 4 END)`;
+
+/** The message's delivery status from its parts. */
+async function refreshMessage(db: CommonQueryMethods, messageId: number): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE conversation_messages m SET delivery_status = s.status FROM (
+      SELECT CASE WHEN bool_or(state = 'failed') THEN 'failed'
+        WHEN bool_or(state IN ('queued', 'sending')) THEN 'pending'
+        WHEN bool_and(state = 'read') THEN 'read'
+        WHEN bool_and(state IN ('delivered', 'read')) THEN 'delivered'
+        ELSE 'sent' END AS status
+      FROM channel_outbound WHERE message_id = ${messageId}
+    ) s WHERE m.id = ${messageId} AND s.status IS NOT NULL`);
+}
+
+/** The channel took the part under its id. */
+export async function partSent(db: CommonQueryMethods, part: OutboundRow, externalId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE channel_outbound SET state = 'sent', external_id = ${externalId}, lease_until = NULL, last_error = NULL
+    WHERE id = ${part.id} AND state = 'sending'`);
+  await refreshMessage(db, part.message_id);
+}
+
+/** The attempt failed: tried again after `retryInMs`, or failed for good when it is null. */
+export async function partFailed(db: CommonQueryMethods, part: OutboundRow, error: string, retryInMs: number | null): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE channel_outbound SET state = ${retryInMs === null ? 'failed' : 'queued'}, lease_until = NULL, last_error = ${error},
+      next_attempt_at = now() + make_interval(secs => ${(retryInMs ?? 0) / 1000})
+    WHERE id = ${part.id} AND state = 'sending'`);
+  await refreshMessage(db, part.message_id);
+}
+
+/**
+ * A status report from the channel about one of its ids: moves the part forward (never back;
+ * `failed` at any point). @returns whether a part of the channel had that id.
+ */
+export async function applyStatus(db: CommonQueryMethods, channelId: number, externalId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string): Promise<boolean> {
+  const rank = { sent: 1, delivered: 2, read: 3, failed: 4 }[status];
+  const messageId = await db.maybeOneFirst(sql.type(z.object({ message_id: z.number() }))`
+    WITH part AS (SELECT id, message_id FROM channel_outbound WHERE channel_id = ${channelId} AND external_id = ${externalId})
+    UPDATE channel_outbound o SET state = CASE WHEN ${STATE_RANK} < ${rank} THEN ${status} ELSE o.state END,
+      last_error = coalesce(${error ?? null}, o.last_error)
+    FROM part WHERE o.id = part.id RETURNING part.message_id`);
+  if (messageId === null) return false;
+  await refreshMessage(db, messageId);
+  return true;
+}
+
+/** The latest error of each message's parts that failed (the owner's view of the history). */
+export async function deliveryErrors(db: CommonQueryMethods, conversationId: string): Promise<Map<number, string>> {
+  const rows = await db.any(sql.type(z.object({ message_id: z.number(), last_error: z.string() }))`
+    SELECT DISTINCT ON (message_id) message_id, last_error FROM channel_outbound
+    WHERE conversation_id = ${conversationId} AND state = 'failed' AND last_error IS NOT NULL ORDER BY message_id, id`);
+  return new Map(rows.map((row) => [row.message_id, row.last_error]));
+}

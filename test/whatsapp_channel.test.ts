@@ -1,0 +1,286 @@
+/**
+ * WhatsApp conversations through the Cloud API, with local fakes of the Graph API and of an
+ * OpenAI-compatible model:
+ * 1. Meta's verification handshake: the challenge echoed for a channel's verify token; 403 for
+ *    another token or mode.
+ * 2. signatures: a notification signed with another secret, tampered with, unsigned, or naming no
+ *    channel is 401 and keeps nothing.
+ * 3. a text exchange with a tool call: the customer's message starts a `whatsapp` conversation,
+ *    the reply (after the tool) goes to the customer through the Graph API, the message is marked
+ *    read, `{{customer_phone}}` reaches the prompt, one message is charged; the listing shows it
+ *    with the spec's fields, and the owner's history shows each message's delivery status.
+ * 4. a notification retried by Meta (same message id, also at once) is answered once.
+ * 5. statuses move a reply's delivery forward (sent, delivered, read), never back; failed is shown.
+ * 6. within 24 hours the customer continues their conversation; after it, a new one starts.
+ * 7. media: an image or a voice note with no transcriber gets a polite text-only answer, not
+ *    charged; a tapped button is read as text.
+ * 8. a long reply leaves in parts within WhatsApp's limit, in order.
+ * 9. AI off: the message is kept, not charged, not answered; the owner answers as a human agent
+ *    (`POST /user/conversations/{id}/messages`) and the customer receives it.
+ * 10. insufficient balance: one polite message per conversation, not charged, and the owner's
+ *     `conversation.insufficient_balance` webhook; after a top-up the assistant answers again.
+ * 11. the Graph API failing: a 5xx is retried; a 4xx fails the message (shown to the owner).
+ */
+import t from 'tap';
+import { startFakeOpenAi } from './fakes/openai.js';
+import { mediaMessageWebhook, buttonReplyWebhook, signHub, startWhatsAppFake, statusWebhook, textMessageWebhook } from './fakes/whatsapp.js';
+import { withClient } from './helpers/database.js';
+import { startTestPlatform } from './helpers/platform.js';
+import { startSite } from './helpers/site.js';
+
+const PHONE_ID = '106540352242922';
+const TOKEN = 'EAAG-test-access-token';
+const APP_SECRET = 'test-app-secret';
+const VERIFY = 'verify-token-abc';
+
+const llm = await startFakeOpenAi(t);
+const graph = await startWhatsAppFake({ [PHONE_ID]: TOKEN });
+t.teardown(() => graph.close());
+const site = await startSite(t);
+const hooks: Array<Record<string, unknown>> = [];
+site.route('/hook', (req) => {
+  let body = '';
+  req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+  req.on('end', () => hooks.push(JSON.parse(body) as Record<string, unknown>));
+  return { status: 200, type: 'text/plain', body: 'ok' };
+});
+const api = await startTestPlatform(t, {
+  llmProviders: { openai: { baseUrl: llm.baseUrl, apiKey: 'sk-test' } },
+  outboundAllowPrivate: true,
+  channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: undefined },
+});
+const owner = await api.user('Owner');
+await api.credit(owner.id, 10);
+const channels = api.platform.runtime.services.channels;
+const sql = (text: string, values: unknown[] = []) => withClient(api.databaseUrl, (db) => db.query(text, values));
+const balance = async () => (await api.request('GET', '/user', { token: owner.token })).body.data.balance as number;
+
+const assistant = await api.assistant(owner.token, {
+  system_prompt: 'You answer {{customer_phone}} for Acme.',
+  initial_message: 'Hi! This greeting is for the widget only.',
+  webhook_url: `${site.origin}/hook`,
+  is_webhook_active: true,
+});
+const created = await api.request('POST', '/user/channels', {
+  token: owner.token,
+  body: { type: 'whatsapp', assistant_id: assistant.id, phone_number_id: PHONE_ID, access_token: TOKEN, app_secret: APP_SECRET, verify_token: VERIFY },
+});
+t.equal(created.status, 201);
+
+let counter = 0;
+const nextId = () => `wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQTRBNjU5OUFFRTAzODEwMTQ0RgA${++counter}`;
+
+/** Posts a notification as Meta does: the exact bytes, signed with `secret`. */
+async function notify(body: unknown, secret: string | null = APP_SECRET, raw = JSON.stringify(body)) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (secret !== null) headers['x-hub-signature-256'] = signHub(secret, raw);
+  return api.request('POST', '/channels/whatsapp/webhook', { raw, headers });
+}
+/** A customer writes; resolves once this process answered and sent everything. */
+async function write(from: string, text: string, id = nextId()) {
+  const res = await notify(textMessageWebhook({ phoneNumberId: PHONE_ID, from, id, text, name: 'Ada' }));
+  t.equal(res.status, 200);
+  await channels.idle();
+  return id;
+}
+const conversationsOf = async (customer: string) =>
+  (await sql('SELECT id::text FROM conversations WHERE customer_phone = $1 ORDER BY created_at', [customer])).rows.map((row) => row.id as string);
+const history = async (id: string) => (await api.request('GET', `/conversations/${id}`, { token: owner.token })).body.history;
+const sentTo = (customer: string) => graph.sent.filter((s) => s.to === customer.replace('+', '')).map((s) => s.text);
+
+t.test("Meta's verification handshake", async (t) => {
+  const verify = (query: string) => api.request('GET', `/channels/whatsapp/webhook?${query}`);
+  const ok = await verify(`hub.mode=subscribe&hub.verify_token=${VERIFY}&hub.challenge=1158201444`);
+  t.equal(ok.status, 200);
+  t.equal(ok.body, '1158201444');
+  t.equal((await verify('hub.mode=subscribe&hub.verify_token=wrong-token&hub.challenge=1')).status, 403);
+  t.equal((await verify(`hub.mode=unsubscribe&hub.verify_token=${VERIFY}&hub.challenge=1`)).status, 403);
+  t.equal((await verify('')).status, 403);
+});
+
+t.test('a notification not signed by the channel is refused and keeps nothing', async (t) => {
+  const body = textMessageWebhook({ phoneNumberId: PHONE_ID, from: '+15550001111', id: nextId(), text: 'hello' });
+  const raw = JSON.stringify(body);
+  for (const [what, res] of [
+    ['another secret', await notify(body, 'not-the-secret')],
+    ['no signature', await notify(body, null)],
+    ['tampered', await api.request('POST', '/channels/whatsapp/webhook', { raw: raw.replace('hello', 'hellp'), headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHub(APP_SECRET, raw) } })],
+    ['no channel', await notify(textMessageWebhook({ phoneNumberId: '999', from: '+15550001111', id: nextId(), text: 'hi' }))],
+  ] as const) {
+    t.equal(res.status, 401, what);
+    t.same(res.body, { message: 'The request signature is not valid.' }, what);
+  }
+  const malformed = await api.request('POST', '/channels/whatsapp/webhook', { raw: 'nope', headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHub(APP_SECRET, 'nope') } });
+  t.equal(malformed.status, 400, 'a body that is not JSON');
+  t.same(await conversationsOf('+15550001111'), [], 'nothing was kept');
+});
+
+t.test('a text exchange with a tool call', async (t) => {
+  const calls: string[] = [];
+  site.route('/orders', (req) => {
+    calls.push(req.url ?? '');
+    return { type: 'application/json', body: JSON.stringify({ order: 'A-17', status: 'shipped' }) };
+  });
+  const tool = await api.request('POST', '/user/tools', {
+    token: owner.token,
+    body: { name: 'check_order', description: 'Look up an order', endpoint: `${site.origin}/orders`, method: 'GET', schema: [{ name: 'order_id', type: 'string', description: 'Order number' }] },
+  });
+  await api.request('PUT', `/user/assistant/${assistant.id}`, { token: owner.token, body: { tool_ids: [tool.body.data.id] } });
+  llm.scriptChat({ toolCalls: [{ name: 'check_order', arguments: { order_id: 'A-17' } }] }, { text: 'Your order A-17 has shipped.' });
+  const before = await balance();
+  const id = await write('+15551230001', 'Where is order A-17?');
+
+  t.same(sentTo('+15551230001'), ['Your order A-17 has shipped.'], 'the reply went to the customer, no greeting before it');
+  t.same(calls, ['/orders?order_id=A-17']);
+  t.match(llm.requests.at(-2)!.body.messages[0], { role: 'system', content: /You answer \+15551230001 for Acme\./ });
+  await graph.waitForReads(1);
+  t.same(graph.reads.at(-1), { phoneNumberId: PHONE_ID, messageId: id });
+  t.equal(Math.round((before - (await balance())) * 100) / 100, 0.01, 'one message charged');
+
+  const [conversation] = await conversationsOf('+15551230001');
+  const listed = await api.request('GET', '/user/conversations?type=whatsapp', { token: owner.token });
+  t.match(listed.body.data.find((item: { id: string }) => item.id === conversation), { type: 'whatsapp', assistant_id: assistant.uuid, message_count: 2, total_cost: 0.01, ai_enabled: true });
+  t.same(await history(conversation!), [
+    { role: 'user', content: 'Where is order A-17?', delivery_status: 'received' },
+    { role: 'assistant', content: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }], delivery_status: 'sent' },
+  ]);
+  t.same((await api.request('GET', `/conversations/${conversation}`)).body.history.at(-1), { role: 'assistant', content: 'Your order A-17 has shipped.' }, 'the public sees no delivery status');
+  await api.request('PUT', `/user/assistant/${assistant.id}`, { token: owner.token, body: { tool_ids: [] } });
+});
+
+t.test('a notification Meta retries is answered once', async (t) => {
+  const id = nextId();
+  const body = textMessageWebhook({ phoneNumberId: PHONE_ID, from: '+15551230002', id, text: 'Open on Sunday?' });
+  llm.scriptChat({ text: 'We are closed on Sundays.' });
+  const asked = llm.requests.length;
+  const answers = await Promise.all([notify(body), notify(body), notify(body)]);
+  t.same(answers.map((a) => a.status), [200, 200, 200]);
+  await channels.idle();
+  t.equal((await notify(body)).status, 200, 'a later retry too');
+  await channels.idle();
+  t.same(sentTo('+15551230002'), ['We are closed on Sundays.']);
+  t.equal(llm.requests.length - asked, 1, 'the model was asked once');
+});
+
+t.test('statuses move a delivery forward, never back', async (t) => {
+  llm.scriptChat({ text: 'Noted.' });
+  await write('+15551230003', 'Note this');
+  const [conversation] = await conversationsOf('+15551230003');
+  const wamid = graph.sent.at(-1)!.id;
+  const status = async (s: string) => t.equal((await notify(statusWebhook({ phoneNumberId: PHONE_ID, id: wamid, status: s, recipient: '+15551230003' }))).status, 200);
+  const last = async () => (await history(conversation!)).at(-1).delivery_status;
+  await status('delivered');
+  t.equal(await last(), 'delivered');
+  await status('read');
+  t.equal(await last(), 'read');
+  await status('delivered');
+  t.equal(await last(), 'read', 'a late delivered does not move it back');
+  await status('failed');
+  t.equal(await last(), 'failed');
+  t.equal((await notify(statusWebhook({ phoneNumberId: PHONE_ID, id: 'wamid.unknown', status: 'read', recipient: '+15551230003' }))).status, 200, "another system's status is acknowledged and ignored");
+});
+
+t.test('the 24-hour window', async (t) => {
+  await write('+15551230004', 'First');
+  await write('+15551230004', 'Second, an hour later');
+  t.equal((await conversationsOf('+15551230004')).length, 1, 'within 24 hours, one conversation');
+  await sql("UPDATE conversations SET last_customer_at = now() - interval '25 hours' WHERE customer_phone = $1", ['+15551230004']);
+  await write('+15551230004', 'A day later');
+  const [first, second] = await conversationsOf('+15551230004');
+  t.ok(second, 'after 24 hours, a new conversation');
+  t.equal((await history(second!)).length, 2);
+  t.equal((await history(first!)).length, 4);
+});
+
+t.test('media and buttons', async (t) => {
+  const before = await balance();
+  const asked = llm.requests.length;
+  await notify(mediaMessageWebhook({ phoneNumberId: PHONE_ID, from: '+15551230005', id: nextId(), kind: 'image' }));
+  await notify(mediaMessageWebhook({ phoneNumberId: PHONE_ID, from: '+15551230005', id: nextId(), kind: 'audio' }));
+  await notify(mediaMessageWebhook({ phoneNumberId: PHONE_ID, from: '+15551230005', id: nextId(), kind: 'location' }));
+  await channels.idle();
+  const notice = 'I can only read text messages. Please write your message as text.';
+  t.same(sentTo('+15551230005'), [notice, notice, notice]);
+  t.equal(llm.requests.length, asked, 'the model was not asked');
+  t.equal(await balance(), before, 'nothing charged');
+  const [conversation] = await conversationsOf('+15551230005');
+  t.same((await history(conversation!)).slice(0, 2).map((m: { content: string }) => m.content), ['[image]', notice]);
+
+  llm.scriptChat({ text: 'Booked for Tuesday.' });
+  await notify(buttonReplyWebhook({ phoneNumberId: PHONE_ID, from: '+15551230005', id: nextId(), title: 'Tuesday' }));
+  await channels.idle();
+  t.equal(llm.requests.at(-1)!.body.messages.at(-1).content, 'Tuesday', 'the tapped button is read as text');
+  t.equal(sentTo('+15551230005').at(-1), 'Booked for Tuesday.');
+});
+
+t.test('a long reply leaves in parts, in order', async (t) => {
+  const paragraph = 'word '.repeat(700).trim();
+  llm.scriptChat({ text: `${paragraph}\n\n${paragraph}` });
+  await write('+15551230006', 'Tell me everything');
+  const parts = sentTo('+15551230006');
+  t.equal(parts.length, 2);
+  t.ok(parts.every((part) => part.length <= 4096));
+  t.same(parts, [paragraph, paragraph]);
+});
+
+t.test('AI off: kept for the owner, who answers as a human agent', async (t) => {
+  await write('+15551230007', 'Hello?');
+  const [conversation] = await conversationsOf('+15551230007');
+  await api.request('PATCH', `/user/conversations/${conversation}`, { token: owner.token, body: { ai_enabled: false } });
+  const before = await balance();
+  const asked = llm.requests.length;
+  await write('+15551230007', 'Can a person help me?');
+  t.equal(llm.requests.length, asked, 'the model was not asked');
+  t.equal(await balance(), before, 'not charged');
+  t.equal(sentTo('+15551230007').length, 1, 'no reply beyond the first');
+
+  const res = await api.request('POST', `/user/conversations/${conversation}/messages`, { token: owner.token, body: { message: 'Hi, Sam here. How can I help?' } });
+  t.equal(res.status, 201);
+  t.match(res.body, { status: true, message: 'Message sent.', data: { id: Number, role: 'assistant', content: 'Hi, Sam here. How can I help?', delivery_status: 'pending' } });
+  await channels.idle();
+  t.equal(sentTo('+15551230007').at(-1), 'Hi, Sam here. How can I help?');
+  t.same((await history(conversation!)).slice(-2), [
+    { role: 'user', content: 'Can a person help me?', delivery_status: 'received' },
+    { role: 'assistant', content: 'Hi, Sam here. How can I help?', delivery_status: 'sent' },
+  ]);
+  const stranger = await api.user('Stranger');
+  t.equal((await api.request('POST', `/user/conversations/${conversation}/messages`, { token: stranger.token, body: { message: 'x' } })).status, 404);
+  t.equal((await api.request('POST', `/user/conversations/${conversation}/messages`, { token: owner.token, body: { message: '' } })).status, 422);
+});
+
+t.test('insufficient balance: one polite message per conversation and a webhook', async (t) => {
+  await write('+15551230008', 'Hi');
+  const [conversation] = await conversationsOf('+15551230008');
+  await sql("INSERT INTO ledger_entries (user_id, amount, kind, reason) SELECT $1, -balance, 'adjustment', 'test' FROM users WHERE id = $1", [owner.id]);
+  t.equal(await balance(), 0, 'the balance is spent');
+  const asked = llm.requests.length;
+  await write('+15551230008', 'Are you there?');
+  await write('+15551230008', 'Hello??');
+  const notice = "Sorry, we can't answer messages right now. Please try again later.";
+  t.same(sentTo('+15551230008').slice(1), [notice], 'one notice for the conversation');
+  t.equal(llm.requests.length, asked);
+  await api.platform.runtime.settled();
+  await site.requested('/hook');
+  t.match(hooks.find((hook) => hook.event === 'conversation.insufficient_balance'), { event: 'conversation.insufficient_balance', conversation_id: conversation, assistant_id: assistant.id, channel: 'whatsapp', customer_phone: '+15551230008' });
+
+  await api.credit(owner.id, 5);
+  llm.scriptChat({ text: 'Yes, here now.' });
+  await write('+15551230008', 'Now?');
+  t.equal(sentTo('+15551230008').at(-1), 'Yes, here now.');
+});
+
+t.test('the Graph API failing: retried when it may pass, failed when it will not', async (t) => {
+  graph.failSends(1, 503);
+  llm.scriptChat({ text: 'After a retry.' });
+  await write('+15551230009', 'Retry me');
+  // The first attempt failed; the retry waits for its delay (2 s) on the platform's clock.
+  await graph.waitForSent(graph.sent.length + 1);
+  await channels.idle();
+  t.equal(sentTo('+15551230009').at(-1), 'After a retry.');
+
+  graph.failSends(1, 400);
+  llm.scriptChat({ text: 'Never sent.' });
+  await write('+15551230009', 'Fail me');
+  const [conversation] = await conversationsOf('+15551230009');
+  t.equal((await history(conversation!)).at(-1).delivery_status, 'failed');
+});
