@@ -1,0 +1,128 @@
+/**
+ * Channel conversations across server processes on one database (fakes: the Graph API and an
+ * OpenAI-compatible model):
+ * 1. a customer's two messages reach two processes while the first is being answered: they are
+ *    answered in the order they came, the second with the first exchange in its history.
+ * 2. a process stopped mid-reply (no grace) gives the conversation up: its turn is refunded, and
+ *    another process answers the message once; the customer is charged once.
+ * 3. a server process killed (SIGKILL) mid-reply: once its inbox lease lapses, another process
+ *    answers the message; the customer receives one reply.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t, { type Test } from 'tap';
+import { startFakeOpenAi } from './fakes/openai.js';
+import { signHub, startWhatsAppFake, textMessageWebhook } from './fakes/whatsapp.js';
+import { freshDatabase, withClient } from './helpers/database.js';
+import { ADMIN_TOKEN, startTestPlatform, type TestPlatform } from './helpers/platform.js';
+import { startServer } from './helpers/server_process.js';
+
+const PHONE_ID = '106540352242922';
+const TOKEN = 'EAAG-test-access-token';
+const APP_SECRET = 'test-app-secret';
+const KEY = randomBytes(32);
+
+const llm = await startFakeOpenAi(t);
+const graph = await startWhatsAppFake({ [PHONE_ID]: TOKEN });
+t.teardown(() => graph.close());
+
+const settings = (databaseUrl?: string) => ({
+  ...(databaseUrl ? { databaseUrl } : {}),
+  llmProviders: { openai: { baseUrl: llm.baseUrl, apiKey: 'sk-test' } },
+  channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: KEY },
+});
+
+/** An owner, an assistant and a WhatsApp channel on `api`'s database. */
+async function channelOwner(api: TestPlatform, phoneId: string) {
+  const owner = await api.user('Owner');
+  await api.credit(owner.id, 10);
+  const assistant = await api.assistant(owner.token);
+  const created = await api.request('POST', '/user/channels', {
+    token: owner.token,
+    body: { type: 'whatsapp', assistant_id: assistant.id, phone_number_id: phoneId, access_token: TOKEN, app_secret: APP_SECRET, verify_token: `verify-${phoneId}` },
+  });
+  if (created.status !== 201) throw new Error(JSON.stringify(created.body));
+  graph.token(phoneId, TOKEN);
+  return owner;
+}
+
+let counter = 0;
+async function notify(origin: string, phoneId: string, from: string, text: string) {
+  const raw = JSON.stringify(textMessageWebhook({ phoneNumberId: phoneId, from, id: `wamid.process.${++counter}`, text }));
+  const response = await fetch(`${origin}/api/channels/whatsapp/webhook`, { method: 'POST', body: raw, headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHub(APP_SECRET, raw) } });
+  return response.status;
+}
+const sentTo = (from: string) => graph.sent.filter((s) => s.to === from.replace('+', '')).map((s) => s.text);
+const channelsOf = (api: TestPlatform) => api.platform.runtime.services.channels;
+const balanceOf = async (api: TestPlatform, token: string) => (await api.request('GET', '/user', { token })).body.data.balance as number;
+
+t.test('two messages on two processes are answered in order', async (t) => {
+  const a = await startTestPlatform(t, settings());
+  const b = await startTestPlatform(t, settings(a.databaseUrl));
+  await channelOwner(a, '1001');
+  let release!: () => void;
+  llm.scriptChat({ text: 'First answer.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Second answer.' });
+  const asked = llm.requests.length;
+  t.equal(await notify(a.origin, '1001', '+15557770001', 'First question'), 200);
+  await llm.received(asked + 1);
+  t.equal(await notify(b.origin, '1001', '+15557770001', 'Second question'), 200, 'the second is kept by the other process while the first is answered');
+  release();
+  await channelsOf(a).idle();
+  await channelsOf(b).idle();
+  t.same(sentTo('+15557770001'), ['First answer.', 'Second answer.']);
+  const second = llm.requests.at(-1)!.body.messages.slice(1).map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
+  t.same(second, ['user: First question', 'assistant: First answer.', 'user: Second question'], 'the second was answered knowing the first exchange');
+});
+
+t.test('a process stopped mid-reply hands the message over; charged once', async (t) => {
+  const a = await startTestPlatform(t, settings());
+  const b = await startTestPlatform(t, settings(a.databaseUrl));
+  const owner = await channelOwner(a, '1002');
+  let release!: () => void;
+  llm.scriptChat({ text: 'Never heard.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answered by the other process.' });
+  const asked = llm.requests.length;
+  const before = await balanceOf(b, owner.token);
+  t.equal(await notify(a.origin, '1002', '+15557770002', 'Hello?'), 200);
+  await llm.received(asked + 1);
+  await a.platform.close({ graceMs: 0 });
+  release();
+  t.equal(await channelsOf(b).takeAbandoned(), 1, 'the other process takes the conversation up at once');
+  await channelsOf(b).idle();
+  t.same(sentTo('+15557770002'), ['Answered by the other process.']);
+  t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.01, 'charged once: the cut-short turn was refunded');
+});
+
+t.test('a server killed mid-reply: another process answers once the lease lapses', async (t: Test) => {
+  const databaseUrl = await freshDatabase();
+  const survivor = await startTestPlatform(t, settings(databaseUrl));
+  await channelOwner(survivor, '1003');
+  const dataDir = await mkdtemp(join(tmpdir(), 'ap-channel-'));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const doomed = await startServer(t, {
+    dataDir,
+    env: {
+      DATABASE_URL: databaseUrl,
+      ADMIN_TOKEN: ADMIN_TOKEN,
+      OPENAI_API_KEY: 'sk-test',
+      OPENAI_BASE_URL: llm.baseUrl,
+      WHATSAPP_API_URL: graph.apiUrl,
+      CHANNEL_SECRETS_KEY: KEY.toString('hex'),
+    },
+  });
+  let release!: () => void;
+  llm.scriptChat({ text: 'Lost with the process.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answered after the kill.' });
+  const asked = llm.requests.length;
+  t.equal(await notify(doomed.origin, '1003', '+15557770003', 'Are you open?'), 200);
+  await llm.received(asked + 1);
+  process.kill(doomed.pid, 'SIGKILL');
+  await doomed.exited;
+  release();
+  t.equal(await channelsOf(survivor).takeAbandoned(), 0, 'not while the killed process\'s lease holds');
+  // Its leases (60 s each) run out: the conversation's inbox, and the turn its engine held.
+  await withClient(databaseUrl, (db) => db.query("UPDATE conversations SET inbox_until = now() - interval '1 second', turn_until = now() - interval '1 second' WHERE customer_phone = '+15557770003'"));
+  t.equal(await channelsOf(survivor).takeAbandoned(), 1);
+  await channelsOf(survivor).idle();
+  t.same(sentTo('+15557770003'), ['Answered after the kill.']);
+});
