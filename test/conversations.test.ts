@@ -388,7 +388,7 @@ t.test('listing', async (t) => {
   const foreignUuid = await api.request('GET', `/user/conversations?assistant_id=${a.uuid}`, { token: stranger.token });
   t.same([foreignUuid.status, foreignUuid.body.errors], [422, { assistant_id: ['The selected assistant id is invalid.'] }], "another user's assistant by its UUID");
   t.equal((await api.request('GET', '/user/conversations', { token: stranger.token })).body.total, 0, 'another user sees none');
-  for (const query of ['per_page=0', 'per_page=101', 'type=sms', 'date_from=2026-02-30', 'date_to=yesterday', 'page=0', 'date_from=0000-01-01']) {
+  for (const query of ['per_page=0', 'per_page=101', 'type=telegram', 'date_from=2026-02-30', 'date_to=yesterday', 'page=0', 'date_from=0000-01-01']) {
     t.equal((await api.request('GET', `/user/conversations?${query}`, { token: lister.token })).status, 422, query);
   }
 

@@ -14,7 +14,6 @@ const tag = 'Channels';
 
 /** The owners' channel settings: `/user/channels`. */
 function settingsRoutes(channels: Channels): RouteDefinition[] {
-  const { service } = channels;
   return [
     {
       method: 'POST',
@@ -25,7 +24,7 @@ function settingsRoutes(channels: Channels): RouteDefinition[] {
       requestSchema: createChannelSchema.schema,
       responses: { 201: body(messageWith(channelResponse, 'The new channel')) },
       async handler(req) {
-        return json(201, { message: 'Channel created successfully', data: await service.create(userId(req), createChannelSchema(req.body)) });
+        return json(201, { message: 'Channel created successfully', data: await channels.service.create(userId(req), createChannelSchema(req.body)) });
       },
     },
     {
@@ -36,7 +35,7 @@ function settingsRoutes(channels: Channels): RouteDefinition[] {
       summary: 'Your channels, oldest first',
       responses: { 200: body(dataOf(array(channelResponse, 'Your channels'), 'Your channels')) },
       async handler(req) {
-        return json(200, { data: await service.list(userId(req)) });
+        return json(200, { data: await channels.service.list(userId(req)) });
       },
     },
     {
@@ -47,7 +46,7 @@ function settingsRoutes(channels: Channels): RouteDefinition[] {
       summary: 'One of your channels',
       responses: { 200: body(dataOf(channelResponse, 'The channel')) },
       async handler(req) {
-        return json(200, { data: await service.get(userId(req), idParam(req, 'id', 'channel_not_found')) });
+        return json(200, { data: await channels.service.get(userId(req), idParam(req, 'id', 'channel_not_found')) });
       },
     },
     {
@@ -60,7 +59,7 @@ function settingsRoutes(channels: Channels): RouteDefinition[] {
       responses: { 200: body(messageWith(channelResponse, 'The channel as it is now')) },
       async handler(req) {
         const id = idParam(req, 'id', 'channel_not_found');
-        return json(200, { message: 'Channel updated successfully', data: await service.update(userId(req), id, updateChannelSchema(req.body)) });
+        return json(200, { message: 'Channel updated successfully', data: await channels.service.update(userId(req), id, updateChannelSchema(req.body)) });
       },
     },
     {
@@ -71,7 +70,7 @@ function settingsRoutes(channels: Channels): RouteDefinition[] {
       summary: "Disconnect a channel: its number's messages are no longer answered; its conversations stay listed",
       responses: { 200: body(message('Deleted')) },
       async handler(req) {
-        await service.remove(userId(req), idParam(req, 'id', 'channel_not_found'));
+        await channels.service.remove(userId(req), idParam(req, 'id', 'channel_not_found'));
         return json(200, { message: 'Channel deleted successfully' });
       },
     },
@@ -80,7 +79,6 @@ function settingsRoutes(channels: Channels): RouteDefinition[] {
 
 /** The channels' webhooks: Meta's (WhatsApp Cloud API) and Twilio's (Messaging). Public; each checks its signature. */
 function webhookRoutes(channels: Channels, twilio: TwilioWebhookOptions): RouteDefinition[] {
-  const { receiving } = channels;
   const verified = twilioVerifier(twilio);
   return [
     {
@@ -93,7 +91,7 @@ function webhookRoutes(channels: Channels, twilio: TwilioWebhookOptions): RouteD
       responses: { 200: media('text/plain', 'hub.challenge, as sent') },
       async handler(req) {
         const query = new URLSearchParams(req.rawQuery);
-        const challenge = await receiving.whatsappChallenge(query.get('hub.mode') ?? undefined, query.get('hub.verify_token') ?? undefined, query.get('hub.challenge') ?? undefined);
+        const challenge = await channels.receiving.whatsappChallenge(query.get('hub.mode') ?? undefined, query.get('hub.verify_token') ?? undefined, query.get('hub.challenge') ?? undefined);
         if (challenge === null) throw new PlatformError('forbidden', { message: 'The verify token is not a channel\'s.' });
         return { status: 200, body: challenge, headers: { 'Content-Type': 'text/plain; charset=utf-8' } };
       },
@@ -108,7 +106,7 @@ function webhookRoutes(channels: Channels, twilio: TwilioWebhookOptions): RouteD
       errors: [401],
       responses: { 200: media('text/plain', 'OK: the notification is kept') },
       async handler(req) {
-        await receiving.whatsappNotification(req.rawBody, req.headers['x-hub-signature-256']);
+        await channels.receiving.whatsappNotification(req.rawBody, req.headers['x-hub-signature-256']);
         return { status: 200, body: 'OK', headers: { 'Content-Type': 'text/plain; charset=utf-8' } };
       },
     },
@@ -122,7 +120,7 @@ function webhookRoutes(channels: Channels, twilio: TwilioWebhookOptions): RouteD
       errors: [403],
       responses: { 200: media('text/xml', 'An empty TwiML document') },
       async handler(req) {
-        await receiving.sms(verified(req));
+        await channels.receiving.sms(verified(req));
         return markupResponse(EMPTY_TWIML);
       },
     },
@@ -136,7 +134,7 @@ function webhookRoutes(channels: Channels, twilio: TwilioWebhookOptions): RouteD
       errors: [403],
       responses: { 200: media('text/xml', 'An empty TwiML document') },
       async handler(req) {
-        await receiving.smsStatus(verified(req));
+        await channels.receiving.smsStatus(verified(req));
         return markupResponse(EMPTY_TWIML);
       },
     },
