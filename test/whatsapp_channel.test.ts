@@ -13,7 +13,8 @@
  * 5. statuses move a reply's delivery forward (sent, delivered, read), never back; failed is shown.
  * 6. within 24 hours the customer continues their conversation; after it, a new one starts.
  * 7. media: an image or a voice note with no transcriber gets a polite text-only answer, not
- *    charged; a tapped button is read as text.
+ *    charged; a tapped button is read as text; a voice note to an assistant whose transcriber is
+ *    configured is downloaded from the Graph API, transcribed, and answered as text.
  * 8. a long reply leaves in parts within WhatsApp's limit, in order.
  * 9. AI off: the message is kept, not charged, not answered; the owner answers as a human agent
  *    (`POST /user/conversations/{id}/messages`) and the customer receives it.
@@ -23,6 +24,7 @@
  */
 import t from 'tap';
 import { startFakeOpenAi } from './fakes/openai.js';
+import { startFakeTranscriber } from './fakes/transcribe.js';
 import { mediaMessageWebhook, buttonReplyWebhook, signHub, startWhatsAppFake, statusWebhook, textMessageWebhook } from './fakes/whatsapp.js';
 import { withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
@@ -34,6 +36,7 @@ const APP_SECRET = 'test-app-secret';
 const VERIFY = 'verify-token-abc';
 
 const llm = await startFakeOpenAi(t);
+const transcriber = await startFakeTranscriber(t, { openai: 'sk-transcribe' }, { anyAudio: true });
 const graph = await startWhatsAppFake({ [PHONE_ID]: TOKEN });
 t.teardown(() => graph.close());
 const site = await startSite(t);
@@ -48,6 +51,7 @@ const api = await startTestPlatform(t, {
   llmProviders: { openai: { baseUrl: llm.baseUrl, apiKey: 'sk-test' } },
   outboundAllowPrivate: true,
   channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: undefined },
+  speech: { openaiTranscribe: { url: transcriber.baseUrl, apiKey: 'sk-transcribe', model: 'whisper-1', mode: 'batch', realtimeUrl: `${transcriber.baseUrl.replace(/^http/, 'ws')}/realtime` } },
 });
 const owner = await api.user('Owner');
 await api.credit(owner.id, 10);
@@ -211,6 +215,27 @@ t.test('media and buttons', async (t) => {
   await channels.idle();
   t.equal(llm.requests.at(-1)!.body.messages.at(-1).content, 'Tuesday', 'the tapped button is read as text');
   t.equal(sentTo('+15551230005').at(-1), 'Booked for Tuesday.');
+});
+
+t.test('a voice note is transcribed by the assistant\'s transcriber and answered', async (t) => {
+  const listener = await api.assistant(owner.token, { name: 'Listener', transcriber_provider_id: 12 });
+  const channel = await api.request('POST', '/user/channels', {
+    token: owner.token,
+    body: { type: 'whatsapp', assistant_id: listener.id, phone_number_id: '2002', access_token: TOKEN, app_secret: APP_SECRET, verify_token: 'verify-token-listener' },
+  });
+  t.equal(channel.status, 201);
+  graph.token('2002', TOKEN);
+  const note = Buffer.concat([Buffer.from('OggS'), Buffer.alloc(3_000, 7)]);
+  graph.media('media-voice-1', note, 'audio/ogg; codecs=opus');
+  transcriber.utterances.push('What time do you open tomorrow?');
+  llm.scriptChat({ text: 'We open at nine.' });
+  await notify(mediaMessageWebhook({ phoneNumberId: '2002', from: '+15551230010', id: nextId(), kind: 'audio', mediaId: 'media-voice-1' }));
+  await channels.idle();
+  t.same(transcriber.files.at(-1)!.file.bytes, note, 'the voice note reached the transcriber as it came');
+  t.equal(llm.requests.at(-1)!.body.messages.at(-1).content, 'What time do you open tomorrow?');
+  t.same(graph.sent.filter((s) => s.phoneNumberId === '2002').map((s) => s.text), ['We open at nine.']);
+  const [conversation] = await conversationsOf('+15551230010');
+  t.same((await history(conversation!)).map((m: { content: string }) => m.content), ['What time do you open tomorrow?', 'We open at nine.']);
 });
 
 t.test('a long reply leaves in parts, in order', async (t) => {
