@@ -21,6 +21,8 @@
  * 10. insufficient balance: one polite message per conversation, not charged, and the owner's
  *     `conversation.insufficient_balance` webhook; after a top-up the assistant answers again.
  * 11. the Graph API failing: a 5xx is retried; a 4xx fails the message (shown to the owner).
+ * 12. a reply the Graph API took is not sent again even when its id cannot be kept (another part
+ *     already has it): it is recorded sent without it.
  */
 import t from 'tap';
 import { startFakeOpenAi } from './fakes/openai.js';
@@ -308,4 +310,16 @@ t.test('the Graph API failing: retried when it may pass, failed when it will not
   await write('+15551230009', 'Fail me');
   const [conversation] = await conversationsOf('+15551230009');
   t.equal((await history(conversation!)).at(-1).delivery_status, 'failed');
+});
+
+t.test('a reply the Graph API took is never sent again, even when its id cannot be kept', async (t) => {
+  await write('+15551230011', 'First');
+  const [conversation] = await conversationsOf('+15551230011');
+  // The next id the Graph API gives is already another part's (as after a vendor-side id reuse).
+  const nextWamid = `wamid.${graph.sent.length + 1}`;
+  await sql("UPDATE channel_outbound SET external_id = $1 WHERE conversation_id = $2", [nextWamid, conversation]);
+  llm.scriptChat({ text: 'Only once.' });
+  await write('+15551230011', 'Second');
+  t.same(sentTo('+15551230011').filter((text) => text === 'Only once.'), ['Only once.'], 'sent once');
+  t.equal((await history(conversation!)).at(-1).delivery_status, 'sent');
 });

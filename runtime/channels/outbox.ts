@@ -34,15 +34,23 @@ export function createOutbox(deps: OutboxDeps) {
   const idleWaiters: Array<() => void> = [];
 
   async function sendOne(part: OutboundRow): Promise<void> {
+    let externalId: string;
     try {
-      const externalId = await deps.send(part);
-      await partSent(pool, part, externalId);
+      externalId = await deps.send(part);
     } catch (error) {
       const retryable = !(error instanceof ChannelError) || error.retryable;
       const delay = retryable ? RETRY_DELAYS_MS[part.attempts - 1] : undefined;
       const reason = error instanceof Error ? error.message : String(error);
       logger.warn({ err: error, partId: part.id, conversationId: part.conversation_id, attempt: part.attempts, final: delay === undefined }, 'a channel message could not be sent');
       await partFailed(pool, part, reason, delay ?? null);
+      return;
+    }
+    // The channel took it: whatever happens now, it is not sent again by this process.
+    try {
+      await partSent(pool, part, externalId);
+    } catch (error) {
+      logger.error({ err: error, partId: part.id, conversationId: part.conversation_id }, 'a sent channel message could not be recorded with its id');
+      await partSent(pool, part, null);
     }
   }
 

@@ -70,8 +70,8 @@ async function refreshMessage(db: CommonQueryMethods, messageId: number): Promis
     ) s WHERE m.id = ${messageId} AND s.status IS NOT NULL`);
 }
 
-/** The channel took the part under its id. */
-export async function partSent(db: CommonQueryMethods, part: OutboundRow, externalId: string): Promise<void> {
+/** The channel took the part under its id (null: an id that could not be kept; its status reports are then not matched). */
+export async function partSent(db: CommonQueryMethods, part: OutboundRow, externalId: string | null): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE channel_outbound SET state = 'sent', external_id = ${externalId}, lease_until = NULL, last_error = NULL
     WHERE id = ${part.id} AND state = 'sending'`);
