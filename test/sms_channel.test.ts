@@ -17,6 +17,8 @@
  * 6. a long reply leaves as several messages within 1,600 characters, in order.
  * 7. an SMS to a number with no channel: empty TwiML, nothing kept.
  * 8. an MMS without text: the polite text-only answer, not charged.
+ * 9. a send Twilio refuses because the customer opted out with it (21610) fails, and puts the
+ *    number on the owner's do-not-call list.
  */
 import t from 'tap';
 import { startFakeOpenAi } from './fakes/openai.js';
@@ -257,4 +259,16 @@ t.test('an MMS without text gets the text-only answer, not charged', async (t) =
     { role: 'user', content: '[media]', delivery_status: 'received' },
     { role: 'assistant', content: notice, delivery_status: 'sent' },
   ]);
+});
+
+t.test('a customer Twilio has as opted out is put on the do-not-call list', async (t) => {
+  await text('+15559990042', 'Hello');
+  const [conversation] = await conversationsOf('+15559990042');
+  twilio.optOut('+15559990042');
+  const res = await api.request('POST', `/user/conversations/${conversation}/messages`, { token: owner.token, body: { message: 'Are you still there?' } });
+  t.equal(res.status, 201);
+  await channels.idle();
+  t.equal((await history(conversation!)).at(-1).delivery_status, 'failed', 'Twilio refused it (21610)');
+  const listed = await api.request('GET', '/user/do-not-call', { token: owner.token });
+  t.ok(listed.body.data.some((entry: { phone_number: string }) => entry.phone_number === '+15559990042'), 'the number is on the list');
 });

@@ -11,7 +11,8 @@ import { ChannelError } from './errors.js';
 import { createInbox } from './inbox.js';
 import { createOutbox } from './outbox.js';
 import { createReceiving } from './receiving.js';
-import { channelById, optedOut } from './repository.js';
+import { channelById, optedOut, setOptedOut } from './repository.js';
+import { TWILIO_UNSUBSCRIBED } from './sms/wire.js';
 import { channelSecretsKey, createSealer } from './sealing.js';
 import { createChannelService } from './service.js';
 
@@ -54,7 +55,13 @@ export async function createChannels(deps: ChannelsDeps) {
       const channel = await channelById(pool, part.channel_id);
       if (!channel) throw new ChannelError('The channel was deleted', { retryable: false });
       if (channel.type === 'sms' && (await optedOut(pool, channel.user_id, part.recipient))) throw new ChannelError('Not sent: the customer opted out (STOP)', { retryable: false });
-      return adapters[channel.type].send(channel, part.recipient, part.body);
+      try {
+        return await adapters[channel.type].send(channel, part.recipient, part.body);
+      } catch (error) {
+        // Twilio says the customer opted out with it (a STOP this platform never saw): the owner's list follows.
+        if (channel.type === 'sms' && error instanceof ChannelError && error.vendorCode === TWILIO_UNSUBSCRIBED) await setOptedOut(pool, channel.user_id, part.recipient, true);
+        throw error;
+      }
     },
   });
   const answering = createAnswering({ pool, engine: deps.engine, adapters, logger, sent: () => outbox.wake(), notified: deps.wakeWebhooks, transcribe: deps.transcribe });
