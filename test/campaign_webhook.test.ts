@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { withClient } from './helpers/database.js';
-import { startSite } from './helpers/site.js';
+import { jsonReceiver, startSite } from './helpers/site.js';
 import { voiceSetup, type VoiceSetup } from './helpers/voice.js';
 
 /**
@@ -27,13 +27,7 @@ async function placeAndHangUp(t: Test, s: VoiceSetup, campaign?: { campaignId: n
 
 t.test("a campaign's call carries its campaign and lead ids in its webhook; another call carries nulls", async (t) => {
   const site = await startSite(t);
-  const received: Array<Record<string, unknown>> = [];
-  site.route('/hook', (req) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => received.push(JSON.parse(body) as Record<string, unknown>));
-    return { status: 200, type: 'text/plain', body: 'ok' };
-  });
+  const received = jsonReceiver(site, '/hook');
   const s = await voiceSetup(t, { type: 'outbound', webhook_url: `${site.origin}/hook`, is_webhook_active: true }, { config: { outboundAllowPrivate: true } });
   const { campaignId, leadId } = await withClient(s.api.databaseUrl, async (db) => {
     const campaign = (await db.query("INSERT INTO campaigns (user_id, name, assistant_id, status) VALUES ($1, 'Spring offer', $2, 'running') RETURNING id", [s.userId, s.assistantId])).rows[0];

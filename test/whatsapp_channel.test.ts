@@ -30,7 +30,7 @@ import { startFakeTranscriber } from './fakes/transcribe.js';
 import { mediaMessageWebhook, buttonReplyWebhook, signHub, startWhatsAppFake, statusWebhook, textMessageWebhook } from './fakes/whatsapp.js';
 import { withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
-import { startSite } from './helpers/site.js';
+import { jsonReceiver, startSite } from './helpers/site.js';
 
 const PHONE_ID = '106540352242922';
 const TOKEN = 'EAAG-test-access-token';
@@ -42,13 +42,7 @@ const transcriber = await startFakeTranscriber(t, { openai: 'sk-transcribe' }, {
 const graph = await startWhatsAppFake({ [PHONE_ID]: TOKEN });
 t.teardown(() => graph.close());
 const site = await startSite(t);
-const hooks: Array<Record<string, unknown>> = [];
-site.route('/hook', (req) => {
-  let body = '';
-  req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-  req.on('end', () => hooks.push(JSON.parse(body) as Record<string, unknown>));
-  return { status: 200, type: 'text/plain', body: 'ok' };
-});
+const hooks = jsonReceiver(site, '/hook');
 const api = await startTestPlatform(t, {
   llmProviders: { openai: { baseUrl: llm.baseUrl, apiKey: 'sk-test' } },
   outboundAllowPrivate: true,

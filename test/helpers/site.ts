@@ -60,3 +60,15 @@ export async function startSite(t: Test): Promise<TestSite> {
 }
 
 export const html = (title: string, body: string) => `<!doctype html><html><head><title>${title}</title><style>p{}</style></head><body>${body}</body></html>`;
+
+/** A webhook receiver at `path` answering 200: the JSON bodies it was sent, in order of arrival. */
+export function jsonReceiver(site: TestSite, path: string): Array<Record<string, unknown>> {
+  const received: Array<Record<string, unknown>> = [];
+  site.route(path, (req) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => received.push(JSON.parse(body) as Record<string, unknown>));
+    return { status: 200, type: 'text/plain', body: 'ok' };
+  });
+  return received;
+}
