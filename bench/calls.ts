@@ -96,7 +96,8 @@ export function histogramQuantile(before: Buckets, after: Buckets, q: number): n
 }
 
 const END_OF_TURN_MS = 500;
-const percentile = (values: number[], p: number) => {
+/** The value at or below which `p` % of `values` lie (NaN for none). */
+export const percentile = (values: number[], p: number) => {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;

@@ -1,8 +1,8 @@
 /**
  * Every benchmark, run for a moment at tiny sizes, so the benchmark code cannot rot: the call
  * listing (seed, filters, search, cursor), concurrent calls (phones process, loopback carrier,
- * measurements), text chat (messages and idle widget sockets), campaigns (upload, claims, settling)
- * and the extraction script. The REST
+ * measurements), text chat (messages and idle widget sockets), campaigns (upload, claims, settling),
+ * WhatsApp channel messages (intake, replies in order, duplicates) and the extraction script. The REST
  * script has a file of its own (bench_rest_smoke).
  */
 import { execFile } from 'node:child_process';
@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import t from 'tap';
 import { formatCalls, histogramQuantile, largestWithinBound, runCallsBench } from '../bench/calls.js';
 import { formatCampaigns, runCampaignsBench } from '../bench/campaigns.js';
+import { formatChannels, runChannelsBench } from '../bench/channels.js';
 import { formatChat, runChatBench } from '../bench/chat.js';
 import { formatListing, runListingBench } from '../bench/listing.js';
 import { freshDatabase } from './helpers/database.js';
@@ -71,4 +72,14 @@ t.test('campaigns benchmark', async (t) => {
   t.same(result.claims.map((c) => [c.claimers, c.leads]), [[1, 300], [2, 300]], 'every lead claimed once by one claimer, then by two at once');
   t.equal(result.settle.leads, 300, 'every claimed lead settled');
   t.match(formatCampaigns(result), /\| 2 \| 300 \| [\d.]+ \| \d+ \| [\d.]+ \|/);
+});
+
+t.test('channels benchmark', async (t) => {
+  // The bench itself throws when a customer's replies are missing, repeated or out of order.
+  const result = await runChannelsBench({ customers: 8, messages: 2, config: { databaseUrl: await freshDatabase() } });
+  t.equal(result.endToEnd.replies, 16, 'one reply per message');
+  t.match(result.duplicates, { posted: 16, acknowledged: 16, answeredAgain: 0 }, 'every duplicate acknowledged, none answered again');
+  t.ok(result.intake.p99 >= result.intake.p50 && result.intake.p50 > 0);
+  t.ok(result.eventLoop.maxMs > 0, 'event-loop delay measured');
+  t.match(formatChannels(result), /\| intake: notifications acknowledged \| 16 \| [\d.]+ \| \d+ \| [\d.]+ \/ [\d.]+ \/ [\d.]+ \|/);
 });
