@@ -105,7 +105,7 @@ export function createAnswering(deps: AnsweringDeps) {
 
   async function handle(inbound: InboundRow): Promise<Handled> {
     const [conversation, channel] = await Promise.all([findConversation(pool, inbound.conversation_id), channelById(pool, inbound.channel_id)]);
-    if (!conversation || !channel) return 'done';
+    if (!conversation || !channel) return 'skipped';
     const assistant = conversation.assistant_id === null ? null : await findAssistantWithTools(pool, conversation.user_id, conversation.assistant_id);
     const out = await optedOut(pool, conversation.user_id, inbound.customer);
     // START (or YES, UNSTOP) opts a customer who opted out back in; from anyone else it is words for the assistant.
@@ -137,11 +137,12 @@ export function createAnswering(deps: AnsweringDeps) {
       return 'done';
     }
     try {
-      await deps.engine.send(conversation, assistant, text, async (tx, reply) => {
-        await enqueueParts(tx, { channelId: channel.id, conversationId: conversation.id, messageId: reply.messageId, recipient: inbound.customer, parts: deps.adapters[channel.type].split(reply.text) });
+      const reply = await deps.engine.send(conversation, assistant, text, async (tx, saved) => {
+        await enqueueParts(tx, { channelId: channel.id, conversationId: conversation.id, messageId: saved.messageId, recipient: inbound.customer, parts: deps.adapters[channel.type].split(saved.text) });
         await setBalanceNotice(tx, conversation.id, false);
         await markInboundDone(tx, inbound.id);
       });
+      if (reply.message === null) return 'skipped';
       deps.sent();
       return 'done';
     } catch (error) {

@@ -15,10 +15,18 @@ import { abandonedInboxes, markInboundDone, nextInbound, receiveInbound, release
  */
 
 /**
- * What became of a message: `done`, or `again` (cut short by a stop: left waiting, so whoever holds
- * the inbox next answers it).
+ * What became of a message: `done` (its handler marked it so, in the transaction that stored what
+ * it did), `skipped` (nothing was stored: the inbox marks it done), or `again` (cut short by a
+ * stop: left waiting, so whoever holds the inbox next answers it).
  */
-export type Handled = 'done' | 'again';
+export type Handled = 'done' | 'skipped' | 'again';
+
+/**
+ * Messages answered at once by one process, over all its conversations: the rest wait their turn
+ * (their inboxes still held and renewed), so a burst of customers leaves database connections for
+ * the webhooks that keep new messages.
+ */
+export const ANSWERING_AT_ONCE = 8;
 
 export interface InboxDeps {
   readonly pool: DatabasePool;
@@ -38,6 +46,7 @@ export function createInbox(deps: InboxDeps) {
   const leaseSeconds = deps.leaseSeconds ?? 60;
   let stopping = false;
   const draining = new Set<Promise<void>>();
+  const answering = limiter(ANSWERING_AT_ONCE);
 
   async function drain(conversationId: string, owner: string): Promise<void> {
     let held = true;
@@ -63,18 +72,18 @@ export function createInbox(deps: InboxDeps) {
         }
         let outcome: Handled;
         try {
-          outcome = await deps.handle(message);
+          outcome = await answering.run(() => deps.handle(message));
         } catch (error) {
           // A message that cannot be handled is not retried for ever: it is logged and passed over.
           logger.error({ err: error, conversationId, inboundId: message.id }, 'a channel message could not be answered');
-          outcome = 'done';
+          outcome = 'skipped';
         }
         if (outcome === 'again') {
           // Cut short by a stop: the inbox is given up at once, for another process (or the next start).
           await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
           return;
         }
-        await markInboundDone(pool, message.id);
+        if (outcome === 'skipped') await markInboundDone(pool, message.id);
       }
     } finally {
       stopRenewing();
@@ -146,3 +155,23 @@ export function createInbox(deps: InboxDeps) {
 }
 
 export type Inbox = ReturnType<typeof createInbox>;
+
+/** Runs at most `size` tasks at once; the others wait in order. */
+function limiter(size: number) {
+  let running = 0;
+  const waiting: Array<() => void> = [];
+  return {
+    async run<T>(task: () => Promise<T>): Promise<T> {
+      if (running < size) running++;
+      // The slot passes straight to the next in line, so no newcomer can slip past the limit.
+      else await new Promise<void>((resolve) => waiting.push(resolve));
+      try {
+        return await task();
+      } finally {
+        const next = waiting.shift();
+        if (next) next();
+        else running--;
+      }
+    },
+  };
+}
