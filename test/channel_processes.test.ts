@@ -4,9 +4,10 @@
  * 1. a customer's two messages reach two processes while the first is being answered: they are
  *    answered in the order they came, the second with the first exchange in its history.
  * 2. a process stopped mid-reply (no grace) gives the conversation up: its turn is refunded, and
- *    another process answers the message once; the customer is charged once.
- * 3. a server process killed (SIGKILL) mid-reply: once its inbox lease lapses, another process
- *    answers the message; the customer receives one reply.
+ *    another process answers the message once; the customer is charged once, and the history and
+ *    the model hold the message once.
+ * 3. a server process killed (SIGKILL) mid-reply: once its leases lapse, another process answers
+ *    the message; the customer receives one reply, is charged once, and the history holds it once.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -56,6 +57,11 @@ async function notify(origin: string, phoneId: string, from: string, text: strin
 }
 const sentTo = (from: string) => graph.sent.filter((s) => s.to === from.replace('+', '')).map((s) => s.text);
 const channelsOf = (api: TestPlatform) => api.platform.runtime.services.channels;
+/** The customer's conversation as the owner reads it: `role: content` lines. */
+async function historyOf(api: TestPlatform, token: string, customer: string): Promise<string[]> {
+  const id = await withClient(api.databaseUrl, async (db) => (await db.query('SELECT id::text FROM conversations WHERE customer_phone = $1', [customer])).rows[0].id as string);
+  return (await api.request('GET', `/conversations/${id}`, { token })).body.history.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
+}
 const balanceOf = async (api: TestPlatform, token: string) => (await api.request('GET', '/user', { token })).body.data.balance as number;
 
 t.test('two messages on two processes are answered in order', async (t) => {
@@ -92,12 +98,15 @@ t.test('a process stopped mid-reply hands the message over; charged once', async
   await channelsOf(b).idle();
   t.same(sentTo('+15557770002'), ['Answered by the other process.']);
   t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.01, 'charged once: the cut-short turn was refunded');
+  t.same(llm.requests.at(-1)!.body.messages.slice(1).map((m: { content: string }) => m.content), ['Hello?'], 'the model read the message once');
+  t.same(await historyOf(b, owner.token, '+15557770002'), ['user: Hello?', 'assistant: Answered by the other process.'], 'the history holds it once');
 });
 
 t.test('a server killed mid-reply: another process answers once the lease lapses', async (t: Test) => {
   const databaseUrl = await freshDatabase();
   const survivor = await startTestPlatform(t, settings(databaseUrl));
-  await channelOwner(survivor, '1003');
+  const owner = await channelOwner(survivor, '1003');
+  const before = await balanceOf(survivor, owner.token);
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-channel-'));
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   const doomed = await startServer(t, {
@@ -125,4 +134,6 @@ t.test('a server killed mid-reply: another process answers once the lease lapses
   t.equal(await channelsOf(survivor).takeAbandoned(), 1);
   await channelsOf(survivor).idle();
   t.same(sentTo('+15557770003'), ['Answered after the kill.']);
+  t.same(await historyOf(survivor, owner.token, '+15557770003'), ['user: Are you open?', 'assistant: Answered after the kill.'], 'the history holds it once');
+  t.equal(Math.round((before - (await balanceOf(survivor, owner.token))) * 100) / 100, 0.01, 'charged once: the killed turn\'s charge was refunded');
 });

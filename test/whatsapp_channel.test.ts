@@ -21,6 +21,9 @@
  * 10. insufficient balance: one polite message per conversation, not charged, and the owner's
  *     `conversation.insufficient_balance` webhook; after a top-up the assistant answers again.
  * 11. the Graph API failing: a 5xx is retried; a 4xx fails the message (shown to the owner).
+ * 13. a reaction is kept unanswered; a captioned photo is answered by its caption; a number on the
+ *     owner's do-not-call list (a campaigns' list, which speaks for calls and SMS) is answered on
+ *     WhatsApp; with no balance a voice note is not transcribed (the platform would pay for it).
  * 12. a reply the Graph API took is not sent again even when its id cannot be kept (another part
  *     already has it): it is recorded sent without it.
  */
@@ -316,4 +319,34 @@ t.test('a reply the Graph API took is never sent again, even when its id cannot 
   await write('+15551230011', 'Second');
   t.same(sentTo('+15551230011').filter((text) => text === 'Only once.'), ['Only once.'], 'sent once');
   t.equal((await history(conversation!)).at(-1).delivery_status, 'sent');
+});
+
+t.test('reactions, captions, the do-not-call list and voice notes without balance', async (t) => {
+  const asked = llm.requests.length;
+  const reaction = { object: 'whatsapp_business_account', entry: [{ id: '1', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: PHONE_ID }, contacts: [{ profile: { name: 'Ada' }, wa_id: '15551230012' }], messages: [{ from: '15551230012', id: nextId(), timestamp: '1764000000', type: 'reaction', reaction: { message_id: 'wamid.x', emoji: '\u{1F44D}' } }] } }] }] };
+  t.equal((await notify(reaction)).status, 200);
+  await channels.idle();
+  t.same(sentTo('+15551230012'), [], 'a reaction asks nothing');
+  t.equal(llm.requests.length, asked);
+
+  llm.scriptChat({ text: 'Yes, we stock that part.' });
+  await notify(mediaMessageWebhook({ phoneNumberId: PHONE_ID, from: '+15551230012', id: nextId(), kind: 'image', caption: 'Do you have this part?' }));
+  await channels.idle();
+  t.equal(llm.requests.at(-1)!.body.messages.at(-1).content, '[image] Do you have this part?');
+  t.same(sentTo('+15551230012'), ['Yes, we stock that part.']);
+
+  await api.request('POST', '/user/do-not-call', { token: owner.token, body: { phone_number: '+15551230012' } });
+  llm.scriptChat({ text: 'Still here.' });
+  await write('+15551230012', 'Hello again');
+  t.equal(sentTo('+15551230012').at(-1), 'Still here.');
+
+  await sql("INSERT INTO ledger_entries (user_id, amount, kind, reason) SELECT $1, -balance, 'adjustment', 'test' FROM users WHERE id = $1", [owner.id]);
+  const listener = (await api.request('GET', '/user/channels', { token: owner.token })).body.data.find((c: { phone_number_id: string }) => c.phone_number_id === '2002');
+  t.ok(listener, 'the voice channel of an earlier test');
+  const transcribed = transcriber.files.length;
+  await notify(mediaMessageWebhook({ phoneNumberId: '2002', from: '+15551230013', id: nextId(), kind: 'audio', mediaId: 'media-voice-1' }));
+  await channels.idle();
+  t.equal(transcriber.files.length, transcribed, 'not transcribed');
+  t.same(graph.sent.filter((s) => s.to === '15551230013').map((s) => s.text), ["Sorry, we can't answer messages right now. Please try again later."]);
+  await api.credit(owner.id, 5);
 });

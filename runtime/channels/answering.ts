@@ -1,13 +1,15 @@
 import type { DatabasePool, DatabaseTransactionConnection } from 'slonik';
 import { findAssistantWithTools, type AssistantWithTools } from '../assistants/repository.js';
-import type { ConversationEngine } from '../conversations/engine.js';
+import { refundMessage, type ConversationEngine } from '../conversations/engine.js';
 import { findConversation, insertMessage, type ConversationRow } from '../conversations/repository.js';
 import { PlatformError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { unreservedBalance } from '../ledger/holds.js';
+import { prices } from '../prices.js';
 import { datetime } from '../time.js';
 import type { ChannelAdapters } from './adapters.js';
 import type { Handled } from './inbox.js';
-import { lockBalanceNotice, markInboundDone, setBalanceNotice, type InboundRow } from './inboxStore.js';
+import { answerInbound, lockBalanceNotice, markInboundDone, recordInboundMessage, setBalanceNotice, withdrawAttempt, type InboundRow } from './inboxStore.js';
 import { enqueueParts } from './outboxStore.js';
 import { channelById, channelOfConversation, enqueueAssistantEvent, optedOut, setOptedOut, type ChannelRow } from './repository.js';
 
@@ -87,60 +89,33 @@ export function createAnswering(deps: AnsweringDeps) {
     }
   }
 
-  /** The text the assistant answers: the message's, a chosen button's, or an audio message's transcript. */
-  async function textOf(channel: ChannelRow, assistant: AssistantWithTools, inbound: InboundRow): Promise<string | undefined> {
-    if (inbound.kind === 'text' || inbound.kind === 'start') return inbound.body;
+  /** Kinds that get the text-only notice when they carry no words (and, for audio, no transcript). */
+  const NOTICE_KINDS = new Set(['audio', 'image', 'video', 'document', 'sticker', 'location', 'contacts', 'media']);
+
+  /** The words of an audio message, from the assistant's transcriber; undefined when there are none. */
+  async function transcript(channel: ChannelRow, assistant: AssistantWithTools, inbound: InboundRow): Promise<string | undefined> {
     const mediaId = typeof inbound.media?.id === 'string' ? inbound.media.id : undefined;
     const fetchMedia = deps.adapters[channel.type].media;
-    if (inbound.kind !== 'audio' || !deps.transcribe || !mediaId || !fetchMedia) return undefined;
+    if (!deps.transcribe || !mediaId || !fetchMedia) return undefined;
     try {
       const audio = await fetchMedia(channel, mediaId, MAX_AUDIO_BYTES);
-      const text = (await deps.transcribe(assistant, audio))?.trim();
-      return text || undefined;
+      return (await deps.transcribe(assistant, audio))?.trim() || undefined;
     } catch (error) {
       logger.warn({ err: error, conversationId: inbound.conversation_id }, 'an audio message could not be transcribed');
       return undefined;
     }
   }
 
-  async function handle(inbound: InboundRow): Promise<Handled> {
-    const [conversation, channel] = await Promise.all([findConversation(pool, inbound.conversation_id), channelById(pool, inbound.channel_id)]);
-    if (!conversation || !channel) return 'skipped';
-    const assistant = conversation.assistant_id === null ? null : await findAssistantWithTools(pool, conversation.user_id, conversation.assistant_id);
-    const out = await optedOut(pool, conversation.user_id, inbound.customer);
-    // START (or YES, UNSTOP) opts a customer who opted out back in; from anyone else it is words for the assistant.
-    if (inbound.kind === 'stop' || (inbound.kind === 'start' && out)) {
-      await pool.transaction(async (tx) => {
-        await setOptedOut(tx, conversation.user_id, inbound.customer, inbound.kind === 'stop');
-        await insertMessage(tx, { conversationId: conversation.id, role: 'user', content: inbound.body });
-        await markInboundDone(tx, inbound.id);
-      });
-      logger.info({ conversationId: conversation.id, channelId: channel.id, keyword: inbound.kind }, 'customer opt-out keyword honoured');
-      return 'done';
-    }
-    if (!assistant || out) {
-      await keep(channel, inbound, inbound.body);
-      return 'done';
-    }
-    void deps.adapters[channel.type].markRead?.(channel, inbound.external_id).catch((error: unknown) => logger.warn({ err: error, channelId: channel.id }, 'a message could not be marked read'));
-    const text = await textOf(channel, assistant, inbound);
-    if (text === '') {
-      await keep(channel, inbound, text);
-      return 'done';
-    }
-    if (text === undefined) {
-      await keep(channel, inbound, inbound.body, NOTICES.notText);
-      return 'done';
-    }
-    if (!conversation.ai_enabled) {
-      await keep(channel, inbound, text);
-      return 'done';
-    }
+  /** The assistant answers `text` through the engine; what it saves and queues, and how a failure ends. */
+  async function answer(channel: ChannelRow, conversation: ConversationRow, assistant: AssistantWithTools, inbound: InboundRow, text: string): Promise<Handled> {
     try {
-      const reply = await deps.engine.send(conversation, assistant, text, async (tx, saved) => {
-        await enqueueParts(tx, { channelId: channel.id, conversationId: conversation.id, messageId: saved.messageId, recipient: inbound.customer, parts: deps.adapters[channel.type].split(saved.text) });
-        await setBalanceNotice(tx, conversation.id, false);
-        await markInboundDone(tx, inbound.id);
+      const reply = await deps.engine.send(conversation, assistant, text, {
+        accepted: (tx, messageId) => recordInboundMessage(tx, inbound.id, messageId),
+        saved: async (tx, saved) => {
+          await answerInbound(tx, inbound.id);
+          await enqueueParts(tx, { channelId: channel.id, conversationId: conversation.id, messageId: saved.messageId, recipient: inbound.customer, parts: deps.adapters[channel.type].split(saved.text) });
+          await setBalanceNotice(tx, conversation.id, false);
+        },
       });
       if (reply.message === null) return 'skipped';
       deps.sent();
@@ -159,6 +134,48 @@ export function createAnswering(deps: AnsweringDeps) {
       deps.sent();
       return 'done';
     }
+  }
+
+  async function handle(inbound: InboundRow): Promise<Handled> {
+    const [conversation, channel] = await Promise.all([findConversation(pool, inbound.conversation_id), channelById(pool, inbound.channel_id)]);
+    if (!conversation || !channel) return 'skipped';
+    if (inbound.message_id !== null) {
+      const stored = inbound.message_id;
+      await pool.transaction((tx) => withdrawAttempt(tx, stored, conversation.user_id, (message) => refundMessage(tx, message, 'Answered again after a stop')));
+    }
+    const assistant = conversation.assistant_id === null ? null : await findAssistantWithTools(pool, conversation.user_id, conversation.assistant_id);
+    // The do-not-call list speaks for SMS (STOP and START); WhatsApp customers block a business in WhatsApp itself.
+    const out = channel.type === 'sms' && (await optedOut(pool, conversation.user_id, inbound.customer));
+    // START (or YES, UNSTOP) opts a customer who opted out back in; from anyone else it is words for the assistant.
+    if (inbound.kind === 'stop' || (inbound.kind === 'start' && out)) {
+      await pool.transaction(async (tx) => {
+        await setOptedOut(tx, conversation.user_id, inbound.customer, inbound.kind === 'stop');
+        await insertMessage(tx, { conversationId: conversation.id, role: 'user', content: inbound.body });
+        await markInboundDone(tx, inbound.id);
+      });
+      logger.info({ conversationId: conversation.id, channelId: channel.id, keyword: inbound.kind }, 'customer opt-out keyword honoured');
+      return 'done';
+    }
+    const words = inbound.kind === 'text' || inbound.kind === 'start';
+    // Kept with no answer: no assistant, an opted-out number, HELP (Twilio answers it itself), a
+    // reaction or anything else that asks nothing, and every message while AI is off.
+    if (!assistant || out || inbound.kind === 'help' || (!words && !NOTICE_KINDS.has(inbound.kind)) || !conversation.ai_enabled || (words && !inbound.body.trim())) {
+      await keep(channel, inbound, inbound.body);
+      return 'done';
+    }
+    void deps.adapters[channel.type].markRead?.(channel, inbound.external_id).catch((error: unknown) => logger.warn({ err: error, channelId: channel.id }, 'a message could not be marked read'));
+    if (words) return answer(channel, conversation, assistant, inbound, inbound.body);
+    // A voice note is transcribed (at the platform's cost) only when its answer can be paid for.
+    if (inbound.kind === 'audio' && (await unreservedBalance(pool, conversation.user_id)) < prices.conversationMessage[conversation.type]) {
+      await noBalance(channel, conversation, inbound, inbound.body);
+      return 'done';
+    }
+    const text = inbound.kind === 'audio' ? await transcript(channel, assistant, inbound) : undefined;
+    if (text === undefined) {
+      await keep(channel, inbound, inbound.body, NOTICES.notText);
+      return 'done';
+    }
+    return answer(channel, conversation, assistant, inbound, text);
   }
 
   return {

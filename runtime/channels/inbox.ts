@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { SweepGate } from '../sweeps.js';
 import type { ChannelRow } from './repository.js';
-import { abandonedInboxes, markInboundDone, nextInbound, receiveInbound, releaseInbox, renewInbox, takeInbox, type InboundInput, type InboundRow, type Received } from './inboxStore.js';
+import { abandonedInboxes, countFailedAttempt, markInboundDone, nextInbound, receiveInbound, releaseInbox, renewInbox, takeInbox, type InboundInput, type InboundRow, type Received } from './inboxStore.js';
 
 /**
  * The channels' inbox: a webhook's message is kept (and its duplicate recognised) before the
@@ -27,6 +27,9 @@ export type Handled = 'done' | 'skipped' | 'again';
  * the webhooks that keep new messages.
  */
 export const ANSWERING_AT_ONCE = 8;
+
+/** Attempts at a message that fail unexpectedly (not a model's failure: that is answered with a notice) before it is passed over. */
+export const MAX_ATTEMPTS = 3;
 
 export interface InboxDeps {
   readonly pool: DatabasePool;
@@ -74,8 +77,13 @@ export function createInbox(deps: InboxDeps) {
         try {
           outcome = await answering.run(() => deps.handle(message));
         } catch (error) {
-          // A message that cannot be handled is not retried for ever: it is logged and passed over.
-          logger.error({ err: error, conversationId, inboundId: message.id }, 'a channel message could not be answered');
+          // Tried again by the sweep (the inbox given up), a few times: one that keeps failing is passed over.
+          const attempts = await countFailedAttempt(pool, message.id);
+          logger.error({ err: error, conversationId, inboundId: message.id, attempts, final: attempts >= MAX_ATTEMPTS }, 'a channel message could not be answered');
+          if (attempts < MAX_ATTEMPTS) {
+            await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
+            return;
+          }
           outcome = 'skipped';
         }
         if (outcome === 'again') {

@@ -97,19 +97,59 @@ export const inboundRow = z.object({
   external_id: z.string(),
   /** The customer's number (E.164), whom the conversation's replies go to. */
   customer: z.string(),
+  /** The customer message an earlier attempt stored for it (see `withdrawAttempt`). */
+  message_id: z.number().nullable(),
+  attempts: z.number(),
 });
 export type InboundRow = z.infer<typeof inboundRow>;
 
 /** The conversation's oldest message not yet handled. */
 export async function nextInbound(db: CommonQueryMethods, conversationId: string): Promise<InboundRow | null> {
   return db.maybeOne(sql.type(inboundRow)`
-    SELECT i.id, i.channel_id, i.conversation_id, i.kind, i.body, i.media, i.external_id, c.customer_phone AS customer
+    SELECT i.id, i.channel_id, i.conversation_id, i.kind, i.body, i.media, i.external_id, c.customer_phone AS customer, i.message_id, i.attempts
     FROM channel_inbound i JOIN conversations c ON c.id = i.conversation_id
     WHERE i.conversation_id = ${conversationId} AND NOT i.done ORDER BY i.id LIMIT 1`);
 }
 
 export async function markInboundDone(db: CommonQueryMethods, id: number): Promise<void> {
   await db.query(sql.unsafe`UPDATE channel_inbound SET done = true WHERE id = ${id}`);
+}
+
+/**
+ * Marks the message answered by the reply being saved. @throws when it was answered already (a
+ * process whose inbox lease lapsed mid-turn, overtaken by another): that reply is not saved, and
+ * its turn is refunded.
+ */
+export async function answerInbound(db: CommonQueryMethods, id: number): Promise<void> {
+  const marked = await db.query(sql.unsafe`UPDATE channel_inbound SET done = true WHERE id = ${id} AND NOT done`);
+  if (marked.rowCount === 0) throw new Error('the channel message was answered elsewhere');
+}
+
+/** Records the customer message the engine stored for it, in the transaction that stores it. */
+export async function recordInboundMessage(db: CommonQueryMethods, id: number, messageId: number): Promise<void> {
+  await db.query(sql.unsafe`UPDATE channel_inbound SET message_id = ${messageId} WHERE id = ${id}`);
+}
+
+/** An unexpected failure: counted, and @returns the attempts made so far. */
+export async function countFailedAttempt(db: CommonQueryMethods, id: number): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ attempts: z.number() }))`UPDATE channel_inbound SET attempts = attempts + 1 WHERE id = ${id} RETURNING attempts`);
+}
+
+const storedRow = z.object({ id: z.number(), conversation_id: z.string(), cost: z.number(), reply_pending: z.boolean() });
+
+/**
+ * Takes back the customer message an earlier attempt stored (its turn cut short by a stop or a
+ * kill, no reply saved): its charge refunded if it is still held, the message removed, so the
+ * attempt about to be made stores it once again and the history holds it once.
+ */
+export async function withdrawAttempt(db: DatabaseTransactionConnection, messageId: number, userId: number, refund: (message: { conversationId: string; messageId: number; userId: number; cost: number }) => Promise<unknown>): Promise<void> {
+  const stored = await db.maybeOne(sql.type(storedRow)`
+    SELECT id, conversation_id::text, cost::float8 AS cost, reply_pending FROM conversation_messages WHERE id = ${messageId} AND role = 'user' FOR UPDATE`);
+  // A charge settled otherwise (not held for a reply, not refunded) stays, with its message.
+  if (!stored || (!stored.reply_pending && stored.cost > 0)) return;
+  if (stored.reply_pending) await refund({ conversationId: stored.conversation_id, messageId, userId, cost: stored.cost });
+  await db.query(sql.unsafe`DELETE FROM conversation_messages WHERE id = ${messageId}`);
+  await db.query(sql.unsafe`UPDATE conversations SET message_count = message_count - 1 WHERE id = ${stored.conversation_id}`);
 }
 
 /** Conversations with messages waiting and no live process answering them (it stopped). */

@@ -70,11 +70,11 @@ async function refreshMessage(db: CommonQueryMethods, messageId: number): Promis
     ) s WHERE m.id = ${messageId} AND s.status IS NOT NULL`);
 }
 
-/** The channel took the part under its id (null: an id that could not be kept; its status reports are then not matched). */
+/** The channel took the part under its id (recorded only by the attempt that holds it: `attempts` fences a lapsed one) (null: an id that could not be kept; its status reports are then not matched). */
 export async function partSent(db: CommonQueryMethods, part: OutboundRow, externalId: string | null): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE channel_outbound SET state = 'sent', external_id = ${externalId}, lease_until = NULL, last_error = NULL
-    WHERE id = ${part.id} AND state = 'sending'`);
+    WHERE id = ${part.id} AND state = 'sending' AND attempts = ${part.attempts}`);
   await refreshMessage(db, part.message_id);
 }
 
@@ -83,7 +83,7 @@ export async function partFailed(db: CommonQueryMethods, part: OutboundRow, erro
   await db.query(sql.unsafe`
     UPDATE channel_outbound SET state = ${retryInMs === null ? 'failed' : 'queued'}, lease_until = NULL, last_error = ${error},
       next_attempt_at = now() + make_interval(secs => ${(retryInMs ?? 0) / 1000})
-    WHERE id = ${part.id} AND state = 'sending'`);
+    WHERE id = ${part.id} AND state = 'sending' AND attempts = ${part.attempts}`);
   await refreshMessage(db, part.message_id);
 }
 
@@ -101,12 +101,4 @@ export async function applyStatus(db: CommonQueryMethods, channelId: number, ext
   if (messageId === null) return false;
   await refreshMessage(db, messageId);
   return true;
-}
-
-/** The latest error of each message's parts that failed (the owner's view of the history). */
-export async function deliveryErrors(db: CommonQueryMethods, conversationId: string): Promise<Map<number, string>> {
-  const rows = await db.any(sql.type(z.object({ message_id: z.number(), last_error: z.string() }))`
-    SELECT DISTINCT ON (message_id) message_id, last_error FROM channel_outbound
-    WHERE conversation_id = ${conversationId} AND state = 'failed' AND last_error IS NOT NULL ORDER BY message_id, id`);
-  return new Map(rows.map((row) => [row.message_id, row.last_error]));
 }

@@ -5,8 +5,8 @@ import type { Logger } from '../logger.js';
 import type { Inbox } from './inbox.js';
 import type { InboundInput } from './inboxStore.js';
 import { applyStatus } from './outboxStore.js';
-import { channelByVerifyToken, channelsByAddress } from './repository.js';
-import { verifyTokenDigest, type ChannelService } from './service.js';
+import { channelsByAddress } from './repository.js';
+import type { ChannelService } from './service.js';
 import { inboundKeyword, parseInboundSms, parseStatusCallback } from './sms/wire.js';
 import { parseWebhook, verifyHubSignature, type InboundMessage } from './whatsapp/wire.js';
 
@@ -20,11 +20,14 @@ import { parseWebhook, verifyHubSignature, type InboundMessage } from './whatsap
 /** Kinds of WhatsApp messages that carry words the customer chose (a typed text, a tapped button). */
 const TEXT_KINDS = new Set(['text', 'interactive', 'button']);
 
-export function createReceiving(deps: { pool: DatabasePool; clock: Clock; logger: Logger; inbox: Inbox; channels: Pick<ChannelService, 'secretsOf'> }) {
+export function createReceiving(deps: { pool: DatabasePool; clock: Clock; logger: Logger; inbox: Inbox; channels: Pick<ChannelService, 'secretsOf' | 'knowsVerifyToken'> }) {
   const { pool, logger, inbox } = deps;
 
   function whatsappInput(message: InboundMessage): InboundInput {
-    const text = TEXT_KINDS.has(message.kind) ? message.text?.trim() : undefined;
+    const chosen = TEXT_KINDS.has(message.kind) ? message.text?.trim() : undefined;
+    // A photo or a file with a caption is answered by its caption (the assistant reads no image).
+    const caption = message.caption?.trim();
+    const text = chosen || (caption ? `[${message.kind}] ${caption}` : undefined);
     return {
       customer: message.from,
       externalId: message.id,
@@ -43,7 +46,7 @@ export function createReceiving(deps: { pool: DatabasePool; clock: Clock; logger
      */
     async whatsappChallenge(mode: string | undefined, token: string | undefined, challenge: string | undefined): Promise<string | null> {
       if (mode !== 'subscribe' || !token || challenge === undefined) return null;
-      return (await channelByVerifyToken(pool, verifyTokenDigest(token))) ? challenge : null;
+      return (await deps.channels.knowsVerifyToken(token)) ? challenge : null;
     },
 
     /**
@@ -106,7 +109,7 @@ export function createReceiving(deps: { pool: DatabasePool; clock: Clock; logger
 function smsInput(sms: NonNullable<ReturnType<typeof parseInboundSms>>, at: number): InboundInput {
   const keyword = inboundKeyword(sms);
   const body = sms.body.trim();
-  const kind = keyword === 'stop' || keyword === 'start' ? keyword : body ? 'text' : sms.mediaCount > 0 ? 'media' : 'text';
+  const kind = keyword ?? (body ? 'text' : sms.mediaCount > 0 ? 'media' : 'text');
   return { customer: sms.from, externalId: sms.sid, kind, body: body || (sms.mediaCount > 0 ? '[media]' : ''), at };
 }
 

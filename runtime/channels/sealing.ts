@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from 'node:crypto';
 import { link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
@@ -15,6 +15,8 @@ const VERSION = 1;
 
 export interface Sealer {
   seal(value: unknown): Buffer;
+  /** A keyed digest (HMAC-SHA256) of a secret looked up by value, as a verify token is. */
+  digest(text: string): Buffer;
   /** @throws Error when the value was sealed under another key or was altered. */
   open<T>(sealed: Buffer): T;
 }
@@ -25,6 +27,7 @@ export function createSealer(key: Buffer): Sealer {
   if (key.length !== 32) throw new Error('the channel secrets key must be 32 bytes');
   const fingerprint = fingerprintOf(key);
   return {
+    digest: (text) => createHmac('sha256', key).update(text).digest(),
     seal(value) {
       const nonce = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', key, nonce);

@@ -15,7 +15,7 @@ import type { Logger } from '../logger.js';
 import type { OutboundFetch } from '../net/outbound.js';
 import { prices } from '../prices.js';
 import { listAssistantTools } from '../tools/repository.js';
-import { conversationMachine, type ReplySaved, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
+import { conversationMachine, type TurnHooks, type ActOutput, type ConversationSetup, type Job, type ThinkOutput, type TurnResult, type Turn } from './machine.js';
 import { createConversationFanout } from './fanout.js';
 import {
   clearMessageCost,
@@ -73,7 +73,7 @@ export interface EngineDeps {
  * Takes back the charge of a message still owed its reply: off the conversation and into the
  * ledger, once (a turn's own refund and the sweep may both try). @returns whether it refunded.
  */
-async function refundMessage(tx: DatabaseTransactionConnection, message: { conversationId: string; messageId: number; userId: number; cost: number }, reason: string): Promise<boolean> {
+export async function refundMessage(tx: DatabaseTransactionConnection, message: { conversationId: string; messageId: number; userId: number; cost: number }, reason: string): Promise<boolean> {
   if (!(await lockUnanswered(tx, message.messageId))) return false;
   await clearMessageCost(tx, message.conversationId, message.messageId, message.cost);
   if (message.cost > 0) await postLedgerEntry(tx, { userId: message.userId, amount: message.cost, kind: 'conversation_refund', reference: String(message.messageId), reason });
@@ -201,6 +201,7 @@ export function createConversationEngine(deps: EngineDeps) {
                 replyPending: state.ai_enabled && s.price > 0,
                 turn: state.ai_enabled ? { takes: owner, seconds: TURN_LEASE_SECONDS } : undefined,
               });
+              await job.hooks?.accepted?.(tx, message.id);
               // Not out of what the owner's live calls hold: they may be running on other processes.
               if (s.price > 0) {
                 await postUnreservedDebit(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
@@ -273,7 +274,7 @@ export function createConversationEngine(deps: EngineDeps) {
           const saved = await pool.transaction(async (tx) => {
             const message = await insertMessage(tx, { conversationId: s.conversationId, role: 'assistant', content: turn.text, functionCalls: turn.calls, turn: { ends: turns.get(s.conversationId)?.owner } });
             await settleReply(tx, turn.userMessageId);
-            await turn.job.saved?.(tx, { messageId: message.id, text: turn.text });
+            await turn.job.hooks?.saved?.(tx, { messageId: message.id, text: turn.text });
             return message;
           });
           leavingTurn(s.conversationId);
@@ -357,7 +358,7 @@ export function createConversationEngine(deps: EngineDeps) {
      * Queues a user message; resolves with the reply once every earlier message is answered.
      * @throws PlatformError `insufficient_balance`; LlmError when the model fails (the charge is refunded).
      */
-    async send(conversation: ConversationRow, assistant: AssistantWithTools, text: string, saved?: ReplySaved): Promise<TurnResult> {
+    async send(conversation: ConversationRow, assistant: AssistantWithTools, text: string, hooks?: TurnHooks): Promise<TurnResult> {
       if (draining) throw shuttingDown();
       busy++;
       try {
@@ -365,7 +366,7 @@ export function createConversationEngine(deps: EngineDeps) {
         entry.busy++;
         entry.lastUsed = clock.now();
         try {
-          return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, saved, resolve, reject } }));
+          return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, hooks, resolve, reject } }));
         } finally {
           entry.busy--;
           entry.lastUsed = clock.now();

@@ -20,12 +20,17 @@ export interface TurnResult {
   readonly function_calls: FunctionCallRecord[];
 }
 
-export type ReplySaved = (tx: DatabaseTransactionConnection, reply: { readonly messageId: number; readonly text: string }) => Promise<void>;
+/** What a caller does in the turn's own transactions (a channel records its message and queues the reply's delivery). */
+export interface TurnHooks {
+  /** In the transaction that stores the user message and its charge. */
+  readonly accepted?: (tx: DatabaseTransactionConnection, messageId: number) => Promise<void>;
+  /** In the transaction that stores the reply; a throw leaves the reply unsaved and the turn refunded. */
+  readonly saved?: (tx: DatabaseTransactionConnection, reply: { readonly messageId: number; readonly text: string }) => Promise<void>;
+}
 
 export interface Job {
   readonly text: string;
-  /** Runs in the transaction that stores the reply (a channel queues its delivery there). */
-  readonly saved?: ReplySaved;
+  readonly hooks?: TurnHooks;
   resolve(result: TurnResult): void;
   reject(error: unknown): void;
 }

@@ -176,6 +176,7 @@ export function createConversationService({
       if (!conversation || conversation.user_id !== userId) throw new PlatformError('conversation_not_found');
       const onChannel = await replyOnChannel?.(conversation.id, text);
       if (onChannel !== undefined) return { id: onChannel, role: 'assistant', content: text, delivery_status: 'pending' };
+      if (CHANNEL_TYPES.has(conversation.type)) throw ValidationError.field('message', "This conversation's channel was deleted: nothing can be sent to the customer.");
       const row = await pool.transaction((tx) => insertMessage(tx, { conversationId: conversation.id, role: 'assistant', content: text }));
       logger.info({ conversationId: conversation.id, userId }, 'owner wrote in a conversation');
       return { id: row.id, role: 'assistant', content: text, delivery_status: null };

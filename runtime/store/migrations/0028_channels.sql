@@ -15,7 +15,7 @@ CREATE TABLE channels (
   phone_number_id     bigint REFERENCES phone_numbers (id) ON DELETE CASCADE,
   -- AES-256-GCM of the secrets' JSON (WhatsApp's access token, app secret and verify token).
   sealed_secrets      bytea,
-  -- SHA-256 of the WhatsApp verify token: the verification handshake names no number.
+  -- HMAC-SHA256 (under the sealing key) of the WhatsApp verify token: the verification handshake names no number.
   verify_token_digest bytea,
   created_at          timestamptz NOT NULL DEFAULT now(),
   updated_at          timestamptz NOT NULL DEFAULT now(),
@@ -48,10 +48,16 @@ CREATE TABLE channel_inbound (
   body            text NOT NULL,
   media           jsonb,
   done            boolean NOT NULL DEFAULT false,
+  -- The customer message the engine stored for it: an answer cut short (a stop, a kill) is taken
+  -- back before the message is answered again, so the history holds it once.
+  message_id      bigint REFERENCES conversation_messages (id) ON DELETE SET NULL,
+  -- Attempts that failed unexpectedly (a database error): retried by the sweep, passed over after 3.
+  attempts        integer NOT NULL DEFAULT 0,
   received_at     timestamptz NOT NULL DEFAULT now(),
   UNIQUE (channel_id, external_id)
 );
 CREATE INDEX channel_inbound_pending ON channel_inbound (conversation_id, id) WHERE NOT done;
+CREATE INDEX channel_inbound_conversation ON channel_inbound (conversation_id);
 
 CREATE TABLE channel_outbound (
   id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -72,4 +78,7 @@ CREATE TABLE channel_outbound (
 );
 CREATE INDEX channel_outbound_due ON channel_outbound (next_attempt_at) WHERE state IN ('queued', 'sending');
 CREATE INDEX channel_outbound_conversation ON channel_outbound (conversation_id, id) WHERE state IN ('queued', 'sending');
+-- For the cascades of a deleted channel, conversation or user.
+CREATE INDEX channel_outbound_channel ON channel_outbound (channel_id);
+CREATE INDEX channel_outbound_conversation_all ON channel_outbound (conversation_id);
 CREATE UNIQUE INDEX channel_outbound_external ON channel_outbound (channel_id, external_id) WHERE external_id IS NOT NULL;
