@@ -40,12 +40,12 @@ async function channelOwner(api: TestPlatform, phoneId: string) {
   const owner = await api.user('Owner');
   await api.credit(owner.id, 10);
   const assistant = await api.assistant(owner.token);
+  graph.token(phoneId, TOKEN);
   const created = await api.request('POST', '/user/channels', {
     token: owner.token,
     body: { type: 'whatsapp', assistant_id: assistant.id, phone_number_id: phoneId, access_token: TOKEN, app_secret: APP_SECRET, verify_token: `verify-${phoneId}` },
   });
   if (created.status !== 201) throw new Error(JSON.stringify(created.body));
-  graph.token(phoneId, TOKEN);
   return owner;
 }
 

@@ -8,7 +8,9 @@
  * 3. validation: type, assistant (another user's), WhatsApp's phone number id (digits; a safe
  *    JSON number taken), missing secrets, a short verify token; a verify token another channel
  *    uses is taken (refusing it would tell one owner of another's).
- * 4. one channel per number: a second channel on a WhatsApp number (anyone's) or SMS number is a 422.
+ * 4. one channel per number: a second channel on a WhatsApp number (anyone's) or SMS number is a 422;
+ *    a WhatsApp number id is taken only with an access token Meta confirms for it (the Graph API's
+ *    number node), so nobody takes, or learns of, a number that is not theirs.
  * 5. update keeps what it leaves out (secrets included), moves the assistant, refuses a type
  *    change; another user's channel is 404 on every operation; delete removes it.
  * 6. without the platform's Twilio account, an SMS channel cannot be created (422 naming the settings).
@@ -21,10 +23,16 @@ import { join } from 'node:path';
 import t from 'tap';
 import { withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
+import { startWhatsAppFake } from './fakes/whatsapp.js';
 import { channelSecretsKey, createSealer, KEY_FILE } from '../runtime/channels/sealing.js';
 
 const twilio = { accountSid: 'AC' + '0'.repeat(32), authToken: 'twilio-token', apiUrl: 'http://127.0.0.1:9' };
-const api = await startTestPlatform(t, { twilio, twilioAuthToken: twilio.authToken });
+// Meta confirms a number only to a token of it: Alice's token reaches her numbers, Bob's his.
+const graph = await startWhatsAppFake({ '106540352242922': 'EAAG-access-token-secret', '1234567890': 'EAAG-access-token-secret', '999': 'EAAG-access-token-secret', '555': 'EAAG-access-token-secret' });
+t.teardown(() => graph.close());
+graph.token('555', 'EAAG-rotated');
+graph.token('1234567890', 'EAAG-bobs-token');
+const api = await startTestPlatform(t, { twilio, twilioAuthToken: twilio.authToken, channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: undefined } });
 const alice = await api.user('Alice');
 const bob = await api.user('Bob');
 await api.credit(alice.id, 100);
@@ -107,7 +115,10 @@ t.test('validation of a WhatsApp channel', async (t) => {
   t.equal(shared.status, 201, "a verify token may be another channel's too: no owner learns of another's");
   await api.request('DELETE', `/user/channels/${shared.body.data.id}`, { token: alice.token });
   t.same(await errors(whatsapp({ phone_number_id: '1234567890', verify_token: 'verify-token-other' })), { phone_number_id: ['This number already has a channel.'] });
-  t.equal((await create(whatsapp({ phone_number_id: '1234567890', verify_token: 'verify-token-bob', assistant_id: bobsAssistant.id }), bob.token)).status, 422, "another user's number too");
+  t.equal((await create(whatsapp({ phone_number_id: '1234567890', verify_token: 'verify-token-bob', assistant_id: bobsAssistant.id, access_token: 'EAAG-bobs-token' }), bob.token)).status, 422, "another user's number too");
+  const unconfirmed = await errors(whatsapp({ phone_number_id: '31337', verify_token: 'verify-token-not-mine' }));
+  t.match(unconfirmed, { access_token: [/^Meta did not confirm the phone number id with this access token: The WhatsApp Cloud API refused the request \(HTTP 40\d/] }, 'a number id the token does not reach is refused');
+  t.match(await errors(whatsapp({ phone_number_id: '555', verify_token: 'verify-token-x', access_token: 'EAAG-someone-else' })), { access_token: [/^Meta did not confirm/] }, "a token that is not the number's");
   await api.request('DELETE', `/user/channels/${numeric.body.data.id}`, { token: alice.token });
 });
 

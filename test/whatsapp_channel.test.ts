@@ -218,12 +218,12 @@ t.test('media and buttons', async (t) => {
 
 t.test('a voice note is transcribed by the assistant\'s transcriber and answered', async (t) => {
   const listener = await api.assistant(owner.token, { name: 'Listener', transcriber_provider_id: 12 });
+  graph.token('2002', TOKEN);
   const channel = await api.request('POST', '/user/channels', {
     token: owner.token,
     body: { type: 'whatsapp', assistant_id: listener.id, phone_number_id: '2002', access_token: TOKEN, app_secret: APP_SECRET, verify_token: 'verify-token-listener' },
   });
   t.equal(channel.status, 201);
-  graph.token('2002', TOKEN);
   const note = Buffer.concat([Buffer.from('OggS'), Buffer.alloc(3_000, 7)]);
   graph.media('media-voice-1', note, 'audio/ogg; codecs=opus');
   transcriber.utterances.push('What time do you open tomorrow?');

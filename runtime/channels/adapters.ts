@@ -1,7 +1,7 @@
 import { ChannelError } from './errors.js';
 import type { ChannelRow, ChannelType } from './repository.js';
 import type { ChannelService } from './service.js';
-import { createGraphClient, splitText } from './whatsapp/wire.js';
+import { splitText, type GraphClient } from './whatsapp/wire.js';
 import { createTwilioMessaging, splitSms } from './sms/wire.js';
 
 /**
@@ -19,15 +19,13 @@ export interface ChannelAdapter {
 export type ChannelAdapters = Readonly<Record<ChannelType, ChannelAdapter>>;
 
 export interface AdapterSettings {
-  readonly whatsapp: { readonly apiUrl: string; readonly version: string };
   /** The platform's Twilio account; without it SMS channels cannot be created (nor sent on). */
   readonly twilio: { readonly accountSid: string; readonly authToken: string; readonly apiUrl: string } | undefined;
   /** Where Twilio reports an SMS's delivery. */
   readonly smsStatusUrl: () => string;
 }
 
-export function createChannelAdapters(settings: AdapterSettings, channels: Pick<ChannelService, 'secretsOf'>): ChannelAdapters {
-  const graph = createGraphClient({ apiUrl: settings.whatsapp.apiUrl, version: settings.whatsapp.version });
+export function createChannelAdapters(settings: AdapterSettings, channels: Pick<ChannelService, 'secretsOf'>, graph: GraphClient): ChannelAdapters {
   const token = (channel: ChannelRow): string => {
     const secrets = channels.secretsOf(channel);
     if (!secrets) throw new ChannelError('The WhatsApp channel has no access token', { retryable: false });

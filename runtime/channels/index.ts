@@ -13,6 +13,7 @@ import { createOutbox } from './outbox.js';
 import { createReceiving } from './receiving.js';
 import { channelById, optedOut, setOptedOut } from './repository.js';
 import { TWILIO_UNSUBSCRIBED } from './sms/wire.js';
+import { createGraphClient } from './whatsapp/wire.js';
 import { channelSecretsKey, createSealer } from './sealing.js';
 import { createChannelService } from './service.js';
 
@@ -42,11 +43,9 @@ export const SMS_STATUS_PATH = '/api/channels/twilio/sms/status';
 export async function createChannels(deps: ChannelsDeps) {
   const { pool, clock, logger } = deps;
   const sealer = createSealer(await channelSecretsKey(deps.config.channels.secretsKey, deps.config.dataDir));
-  const service = createChannelService({ pool, sealer, logger, publicUrl: deps.publicUrl, smsAvailable: deps.config.twilio !== undefined });
-  const adapters = createChannelAdapters(
-    { whatsapp: { apiUrl: deps.config.channels.whatsappApiUrl, version: deps.config.channels.whatsappApiVersion }, twilio: deps.config.twilio, smsStatusUrl: () => `${deps.publicUrl()}${SMS_STATUS_PATH}` },
-    service,
-  );
+  const graph = createGraphClient({ apiUrl: deps.config.channels.whatsappApiUrl, version: deps.config.channels.whatsappApiVersion });
+  const service = createChannelService({ pool, sealer, logger, publicUrl: deps.publicUrl, smsAvailable: deps.config.twilio !== undefined, confirmWhatsApp: (id, token) => graph.phoneNumber(id, token) });
+  const adapters = createChannelAdapters({ twilio: deps.config.twilio, smsStatusUrl: () => `${deps.publicUrl()}${SMS_STATUS_PATH}` }, service, graph);
   const outbox = createOutbox({
     pool,
     clock,

@@ -3,6 +3,7 @@ import { findAssistant } from '../assistants/repository.js';
 import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ChannelInput } from '../../schemas/channels.js';
+import { ChannelError } from './errors.js';
 import type { Sealer } from './sealing.js';
 import {
   channelByVerifyToken,
@@ -30,7 +31,18 @@ export const WEBHOOK_PATHS: Record<ChannelType, string> = { whatsapp: '/api/chan
 
 const WHATSAPP_NUMBER_ID = /^\d{1,32}$/;
 
-export function createChannelService(deps: { pool: DatabasePool; sealer: Sealer; logger: Logger; publicUrl: () => string; smsAvailable: boolean }) {
+/**
+ * @param confirmWhatsApp asks Meta whether the access token reaches the business number (so no
+ *   owner can take, or learn of, a number that is not theirs). @throws ChannelError
+ */
+export function createChannelService(deps: {
+  pool: DatabasePool;
+  sealer: Sealer;
+  logger: Logger;
+  publicUrl: () => string;
+  smsAvailable: boolean;
+  confirmWhatsApp: (phoneNumberId: string, accessToken: string) => Promise<unknown>;
+}) {
   const { pool, sealer } = deps;
 
   function view(row: ChannelRow, phoneNumber: string | null) {
@@ -71,7 +83,17 @@ export function createChannelService(deps: { pool: DatabasePool; sealer: Sealer;
     const secrets = { access_token: input.access_token ?? before?.access_token, app_secret: input.app_secret ?? before?.app_secret, verify_token: input.verify_token ?? before?.verify_token };
     for (const name of SECRET_NAMES) if (!secrets[name]) throw ValidationError.field(name, `The ${name} field is required for whatsapp channels.`);
     const full = secrets as WhatsAppSecrets;
+    if (id !== current?.address || full.access_token !== before?.access_token) await confirmed(id, full.access_token);
     return { assistantId, address: id, phoneNumberId: null, sealedSecrets: sealer.seal(full), verifyTokenDigest: sealer.digest(full.verify_token) };
+  }
+
+  async function confirmed(phoneNumberId: string, accessToken: string): Promise<void> {
+    try {
+      await deps.confirmWhatsApp(phoneNumberId, accessToken);
+    } catch (error) {
+      if (error instanceof ChannelError && !error.retryable) throw ValidationError.field('access_token', `Meta did not confirm the phone number id with this access token: ${error.message}.`);
+      throw ValidationError.field('phone_number_id', 'The WhatsApp Cloud API could not be reached to confirm the number. Please try again.');
+    }
   }
 
   const taken = () => ValidationError.field('phone_number_id', 'This number already has a channel.');

@@ -5,7 +5,8 @@ import { Conditions } from '../helpers/conditions.js';
 
 /**
  * A local stand-in for Meta's Graph API as a WhatsApp channel uses it, speaking its wire:
- * `POST /{version}/{phone_number_id}/messages` (a text, or `status: read`), `GET /{version}/{media_id}`
+ * `POST /{version}/{phone_number_id}/messages` (a text, or `status: read`), `GET /{version}/{phone_number_id}`
+ * (the business number, for a token of that number), `GET /{version}/{media_id}`
  * (media metadata whose `url` points back here) and `GET` of that URL (the bytes). Every request
  * must carry `Authorization: Bearer <token>` with a token registered for the phone number (any
  * registered token for media), else 401 with a Graph error body. Also the webhook bodies Meta
@@ -94,6 +95,11 @@ export async function startWhatsAppFake(tokens: Record<string, string> = {}): Pr
     }
     if (phoneNumberId === undefined) {
       const id = decodeURIComponent(route![1]!);
+      // A business number's node, read only with a token of that number.
+      if (req.method === 'GET' && accepted.has(id)) {
+        if (!authorised(req, id)) return answer(400, graphError(100, `Unsupported get request. Object with ID '${id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation`, 'GraphMethodException'));
+        return answer(200, { verified_name: 'Test Business', code_verification_status: 'VERIFIED', display_phone_number: '+1 555-078-3881', quality_rating: 'GREEN', id });
+      }
       const found = media.get(id);
       if (req.method !== 'GET' || !found) return answer(400, graphError(100, `Unsupported get request. Object with ID '${id}' does not exist`, 'GraphMethodException'));
       return answer(200, { url: `${apiUrl}/media-download/${encodeURIComponent(id)}`, mime_type: found.mimeType, sha256: 'not-checked', file_size: String(found.bytes.byteLength), id, messaging_product: 'whatsapp' });

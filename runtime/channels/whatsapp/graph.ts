@@ -26,6 +26,11 @@ export interface GraphClient {
    * status webhooks name. @throws ChannelError
    */
   sendText(phoneNumberId: string, accessToken: string, to: string, text: string): Promise<{ id: string }>;
+  /**
+   * Reads the business number `phoneNumberId` with `accessToken`: Meta answers only a token that
+   * reaches the number. @returns the number as Meta displays it. @throws ChannelError
+   */
+  phoneNumber(phoneNumberId: string, accessToken: string): Promise<{ displayPhoneNumber: string | undefined }>;
   /** Marks the customer's message `messageId` read (blue ticks). @throws ChannelError */
   markRead(phoneNumberId: string, accessToken: string, messageId: string): Promise<void>;
   /**
@@ -65,6 +70,11 @@ export function createGraphClient(options: GraphClientOptions): GraphClient {
       // Not retryable: Meta accepted the request, so sending it again could deliver the text twice.
       if (typeof sent?.id !== 'string' || sent.id === '') throw new ChannelError('The WhatsApp Cloud API accepted the message but gave no message id', { retryable: false, status: response.status });
       return { id: sent.id };
+    },
+
+    async phoneNumber(phoneNumberId, accessToken) {
+      const json = await jsonOf(await call(path(phoneNumberId), accessToken));
+      return { displayPhoneNumber: typeof json.display_phone_number === 'string' ? json.display_phone_number : undefined };
     },
 
     async markRead(phoneNumberId, accessToken, messageId) {
