@@ -152,6 +152,8 @@ export function createInbox(deps: InboxDeps) {
     /** The first step of a stop: no new message is taken up here; conversations being answered give their inbox up after the message at hand. */
     drain(): void {
       stopping = true;
+      // Leaves the sweep's turns to the processes that go on.
+      stopSweeps?.();
     },
 
     async stop(): Promise<void> {
