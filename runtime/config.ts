@@ -2,6 +2,9 @@ import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { ConfigError, flag, integer, oneOf, text, url, type Env } from './configValues.js';
+
+export { ConfigError } from './configValues.js';
 
 /**
  * The one place that reads the environment. Every variable is validated once at start-up;
@@ -189,14 +192,6 @@ export interface SpeechVendors {
   readonly azureTranscribe?: { readonly endpoint: string; readonly apiKey: string; readonly deployment: string; readonly apiVersion: string };
 }
 
-export class ConfigError extends Error {
-  override readonly name = 'ConfigError';
-  constructor(readonly variable: string, problem: string) {
-    super(`Invalid ${variable}: ${problem}`);
-  }
-}
-
-type Env = Readonly<Record<string, string | undefined>>;
 
 export const configDefaults = {
   port: 3000,
@@ -211,57 +206,6 @@ export const configDefaults = {
   voiceVad: 'energy',
   devVoice: 'espeak',
 } as const satisfies Partial<Config>;
-
-function text(env: Env, name: string): string | undefined {
-  const value = env[name];
-  if (value === undefined) return undefined;
-  const trimmed = value.trim();
-  return trimmed === '' ? undefined : trimmed;
-}
-
-function integer(env: Env, name: string, min: number, max: number, fallback: number): number {
-  const raw = text(env, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new ConfigError(name, `expected an integer from ${min} to ${max}, got "${raw}"`);
-  }
-  return Number(raw);
-}
-
-function flag(env: Env, name: string, fallback: boolean): boolean {
-  const raw = text(env, name);
-  if (raw === undefined) return fallback;
-  if (/^(true|1|yes)$/i.test(raw)) return true;
-  if (/^(false|0|no)$/i.test(raw)) return false;
-  throw new ConfigError(name, `expected true or false, got "${raw}"`);
-}
-
-function oneOf<T extends string>(env: Env, name: string, values: readonly T[], fallback: T): T {
-  const raw = text(env, name);
-  if (raw === undefined) return fallback;
-  if (!values.includes(raw as T)) throw new ConfigError(name, `expected one of ${values.join(', ')}, got "${raw}"`);
-  return raw as T;
-}
-
-function url(env: Env, name: string, protocols: readonly string[]): string | undefined {
-  const raw = text(env, name);
-  if (raw === undefined) return undefined;
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    throw new ConfigError(name, `expected a URL, got "${redactUrl(raw)}"`);
-  }
-  if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(name, `expected a ${protocols.join(' or ')} URL, got "${redactUrl(raw)}"`);
-  }
-  return raw;
-}
-
-/** Hides a password in a URL so a config error line never prints a secret. */
-function redactUrl(raw: string): string {
-  return raw.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
-}
 
 const LLM_PROVIDER_DEFAULTS: Readonly<Record<string, string>> = {
   openai: 'https://api.openai.com/v1',

@@ -48,6 +48,10 @@ const SQL_ALLOWED: Readonly<Record<string, string>> = {
   'runtime/sweeps.ts': 'sweep gate',
   // The campaigns' second repository: the dialler's claims of leads, their outcomes and lapsed claims.
   'runtime/campaigns/dialling.ts': 'campaign dialling',
+  // The channels' second and third repositories: inbound messages and the inboxes' leases, and the
+  // outbox of reply parts with their delivery states.
+  'runtime/channels/inboxStore.ts': 'channel inbox',
+  'runtime/channels/outboxStore.ts': 'channel outbox',
 };
 
 /** Every `.ts` file under `dir` (relative to the project root, with forward slashes). */
