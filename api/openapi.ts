@@ -115,7 +115,7 @@ export function openApiDocument(routes: readonly RouteDefinition[], publicUrl: s
       title: 'Assistant Platform API',
       version: '1.0.0',
       description:
-        'Configure AI assistants for phone calls, browser calls and chat: assistants, knowledgebases, tools, phone numbers, keys. Every answer of every operation is described here, errors included. A path or method that matches no operation is answered 404 or 405 `{message}`, and a CORS preflight 204. The realtime sockets are described under `x-websockets`.',
+        'Configure AI assistants for phone calls, browser calls, website chat, WhatsApp and SMS: assistants, knowledgebases, tools, phone numbers, campaigns, channels, keys. Every answer of every operation is described here, errors included. A path or method that matches no operation is answered 404 or 405 `{message}`, and a CORS preflight 204. The realtime sockets are described under `x-websockets`.',
     },
     servers: [{ url: publicUrl }],
     components: {
