@@ -209,9 +209,10 @@ export const historyMessage = object(
         "Owner only, on WhatsApp and SMS conversations: received (the customer's message), or for a reply pending (waiting to be sent), sent, delivered, read, failed (its least advanced part); null for a message not sent on the channel",
       ),
     ),
+    delivery_error: string("Owner only, on a reply whose delivery failed: the channel's words for why (for instance Meta's re-engagement error outside the 24-hour window)"),
   },
   'A message of a conversation',
-  ['function_calls', 'delivery_status'],
+  ['function_calls', 'delivery_status', 'delivery_error'],
 );
 export const conversationType = oneOf(['test', 'widget', 'whatsapp', 'sms', 'api'], 'test (free, owner only), widget (public, charged per user message), whatsapp and sms (a channel\'s customer, charged per message answered), api (owner, charged)');
 export const conversationListItem = object(

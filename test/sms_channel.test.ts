@@ -174,7 +174,7 @@ t.test('STOP and START', async (t) => {
   t.same((await history(conversation!)).slice(-3), [
     { role: 'user', content: 'Stop', delivery_status: 'received' },
     { role: 'user', content: 'Are you still there?', delivery_status: 'received' },
-    { role: 'assistant', content: 'Sam here, one last thing.', delivery_status: 'failed' },
+    { role: 'assistant', content: 'Sam here, one last thing.', delivery_status: 'failed', delivery_error: 'Not sent: the customer opted out (STOP)' },
   ]);
 
   await text(customer, 'START');

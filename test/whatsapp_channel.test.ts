@@ -20,7 +20,8 @@
  *    (`POST /user/conversations/{id}/messages`) and the customer receives it.
  * 10. insufficient balance: one polite message per conversation, not charged, and the owner's
  *     `conversation.insufficient_balance` webhook; after a top-up the assistant answers again.
- * 11. the Graph API failing: a 5xx is retried; a 4xx fails the message (shown to the owner).
+ * 11. the Graph API failing: a 5xx is retried; a 4xx fails the message, and the owner reads why
+ *     (`delivery_error`).
  * 13. a reaction is kept unanswered; a captioned photo is answered by its caption; a number on the
  *     owner's do-not-call list (a campaigns' list, which speaks for calls and SMS) is answered on
  *     WhatsApp; with no balance a voice note is not transcribed (the platform would pay for it).
@@ -306,7 +307,9 @@ t.test('the Graph API failing: retried when it may pass, failed when it will not
   llm.scriptChat({ text: 'Never sent.' });
   await write('+15551230009', 'Fail me');
   const [conversation] = await conversationsOf('+15551230009');
-  t.equal((await history(conversation!)).at(-1).delivery_status, 'failed');
+  t.match((await history(conversation!)).at(-1), { delivery_status: 'failed', delivery_error: /^The WhatsApp Cloud API refused the request \(HTTP 400: \(#100\) Invalid parameter\)/ }, 'the owner reads why');
+  t.notOk('delivery_error' in (await history(conversation!)).at(-2), 'only a failed reply says why');
+  t.notOk('delivery_error' in (await api.request('GET', `/conversations/${conversation}`)).body.history.at(-1), 'the public reads nothing of it');
 });
 
 t.test('a reply the Graph API took is never sent again, even when its id cannot be kept', async (t) => {

@@ -190,3 +190,11 @@ export async function unansweredMessages(db: CommonQueryMethods, olderThanSecond
 export async function lockUnanswered(db: CommonQueryMethods, messageId: number): Promise<boolean> {
   return db.exists(sql.unsafe`SELECT 1 FROM conversation_messages WHERE id = ${messageId} AND reply_pending FOR UPDATE`);
 }
+
+/** Why each failed reply of a channel conversation was not delivered: the channel's words for its first part that failed. */
+export async function deliveryErrors(db: CommonQueryMethods, conversationId: string): Promise<Map<number, string>> {
+  const rows = await db.any(sql.type(z.object({ message_id: z.number(), last_error: z.string() }))`
+    SELECT DISTINCT ON (message_id) message_id, last_error FROM channel_outbound
+    WHERE conversation_id = ${conversationId} AND state = 'failed' AND last_error IS NOT NULL ORDER BY message_id, id`);
+  return new Map(rows.map((row) => [row.message_id, row.last_error]));
+}

@@ -10,6 +10,7 @@ import { failureReason, type ConversationEngine } from './engine.js';
 import type { TurnResult } from './machine.js';
 import { unreservedBalance } from '../ledger/holds.js';
 import {
+  deliveryErrors,
   findConversation,
   insertConversation,
   insertMessage,
@@ -28,6 +29,7 @@ export interface HistoryMessage {
   content: string;
   function_calls?: MessageRow['function_calls'];
   delivery_status?: MessageRow['delivery_status'];
+  delivery_error?: string;
 }
 
 /** Conversations with a customer on a messaging channel: their history shows the owner each message's delivery. */
@@ -45,13 +47,21 @@ function readerOf(conversation: ConversationRow, callerId: number | undefined): 
   return callerId !== undefined && callerId === conversation.user_id ? 'owner' : 'visitor';
 }
 
-export function historyOf(rows: readonly MessageRow[], reader: Reader, channel = false): HistoryMessage[] {
-  return rows.map((row) => ({
-    role: row.role,
-    content: row.content,
-    ...(reader === 'owner' && row.function_calls?.length ? { function_calls: row.function_calls } : {}),
-    ...(reader === 'owner' && channel ? { delivery_status: row.role === 'user' ? 'received' : row.delivery_status } : {}),
-  }));
+/**
+ * @param errors on a channel's conversation (owner only), why each failed reply was not delivered
+ *   (`delivery_error`); undefined elsewhere.
+ */
+export function historyOf(rows: readonly MessageRow[], reader: Reader, errors?: ReadonlyMap<number, string>): HistoryMessage[] {
+  return rows.map((row) => {
+    const error = errors?.get(row.id);
+    return {
+      role: row.role,
+      content: row.content,
+      ...(reader === 'owner' && row.function_calls?.length ? { function_calls: row.function_calls } : {}),
+      ...(reader === 'owner' && errors ? { delivery_status: row.role === 'user' ? 'received' : row.delivery_status } : {}),
+      ...(reader === 'owner' && error !== undefined && row.delivery_status === 'failed' ? { delivery_error: error } : {}),
+    };
+  });
 }
 
 export function listItem(row: ConversationListRow) {
@@ -144,7 +154,9 @@ export function createConversationService({
     async history(id: string, callerId?: number): Promise<HistoryMessage[]> {
       const conversation = isUuid(id) ? await findConversation(pool, id) : null;
       if (!conversation) throw new PlatformError('conversation_not_found');
-      return historyOf(await listMessages(pool, id), readerOf(conversation, callerId), CHANNEL_TYPES.has(conversation.type));
+      const reader = readerOf(conversation, callerId);
+      const errors = reader === 'owner' && CHANNEL_TYPES.has(conversation.type) ? await deliveryErrors(pool, id) : undefined;
+      return historyOf(await listMessages(pool, id), reader, errors);
     },
 
     /**
