@@ -61,14 +61,22 @@ export async function startSite(t: Test): Promise<TestSite> {
 
 export const html = (title: string, body: string) => `<!doctype html><html><head><title>${title}</title><style>p{}</style></head><body>${body}</body></html>`;
 
-/** A webhook receiver at `path` answering 200: the JSON bodies it was sent, in order of arrival. */
+/**
+ * A webhook receiver at `path`: the JSON bodies it was sent, in order of arrival. It answers 200
+ * once a body is read and kept, so a delivery the sender saw succeed is always in the list.
+ */
 export function jsonReceiver(site: TestSite, path: string): Array<Record<string, unknown>> {
   const received: Array<Record<string, unknown>> = [];
   site.route(path, (req) => {
-    let body = '';
-    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
-    req.on('end', () => received.push(JSON.parse(body) as Record<string, unknown>));
-    return { status: 200, type: 'text/plain', body: 'ok' };
+    const kept = new Promise<void>((resolve) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        received.push(JSON.parse(body) as Record<string, unknown>);
+        resolve();
+      });
+    });
+    return { status: 200, type: 'text/plain', body: 'ok', heldUntil: kept };
   });
   return received;
 }
