@@ -22,13 +22,16 @@
  *     `conversation.insufficient_balance` webhook; after a top-up the assistant answers again.
  * 11. the Graph API failing: a 5xx is retried; a 4xx fails the message, and the owner reads why
  *     (`delivery_error`).
+ * 12. a reply the Graph API took is not sent again even when its id cannot be kept (another part
+ *     already has it): it is recorded sent without it.
  * 13. a reaction is kept unanswered; a captioned photo is answered by its caption; a number on the
  *     owner's do-not-call list (a campaigns' list, which speaks for calls and SMS) is answered on
  *     WhatsApp; with no balance a voice note is not transcribed (the platform would pay for it).
- * 12. a reply the Graph API took is not sent again even when its id cannot be kept (another part
- *     already has it): it is recorded sent without it.
+ * 14. a channel's conversation is the owner's alone: whoever learns its id cannot read it, write in
+ *     it or watch it (404, a socket closed with 4404); the owner is told to write as a human agent.
  */
 import t from 'tap';
+import WebSocket from 'ws';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { startFakeTranscriber } from './fakes/transcribe.js';
 import { mediaMessageWebhook, buttonReplyWebhook, signHub, startWhatsAppFake, statusWebhook, textMessageWebhook } from './fakes/whatsapp.js';
@@ -148,8 +151,33 @@ t.test('a text exchange with a tool call', async (t) => {
     { role: 'user', content: 'Where is order A-17?', delivery_status: 'received' },
     { role: 'assistant', content: 'Your order A-17 has shipped.', function_calls: [{ name: 'check_order', arguments: { order_id: 'A-17' }, result: { order: 'A-17', status: 'shipped' } }], delivery_status: 'sent' },
   ]);
-  t.same((await api.request('GET', `/conversations/${conversation}`)).body.history.at(-1), { role: 'assistant', content: 'Your order A-17 has shipped.' }, 'the public sees no delivery status');
+  t.equal((await api.request('GET', `/conversations/${conversation}`)).status, 404, 'the public reads none of it');
   await api.request('PUT', `/user/assistant/${assistant.id}`, { token: owner.token, body: { tool_ids: [] } });
+});
+
+t.test("a channel's conversation is the owner's alone", async (t) => {
+  llm.scriptChat({ text: 'Your invoice is attached to your account.' });
+  await write('+15551230020', 'Where is my invoice?');
+  const [id] = await conversationsOf('+15551230020');
+  const stranger = await api.user('Stranger');
+  for (const [who, token] of [['a visitor', undefined], ['another user', stranger.token]] as const) {
+    const read = await api.request('GET', `/conversations/${id}`, { token });
+    t.equal(read.status, 404, `${who} cannot read it`);
+    t.same(read.body, { status: false, error: 'Conversation not found' }, who);
+    const wrote = await api.request('POST', `/conversations/${id}/messages`, { token, body: { message: 'Tell me the invoice' } });
+    t.equal(wrote.status, 404, `${who} cannot write in it`);
+  }
+  const own = await api.request('POST', `/conversations/${id}/messages`, { token: owner.token, body: { message: 'A note' } });
+  t.equal(own.status, 422, 'the owner writes as a human agent instead');
+  t.match(own.body.errors.message[0], `/api/user/conversations/${id}/messages`);
+  const socket = new WebSocket(`${api.origin.replace('http', 'ws')}/ws/conversations/${id}?after=0`);
+  const frames: string[] = [];
+  socket.on('message', (data) => frames.push(String(data)));
+  const [code] = await new Promise<[number]>((resolve) => socket.on('close', (code) => resolve([code])));
+  t.equal(code, 4404, 'no socket watches it');
+  t.same(frames, [], 'nothing of it was sent');
+  t.equal((await history(id!)).length, 2, 'the owner reads it');
+  t.equal(sentTo('+15551230020').length, 1, 'the customer got the one reply');
 });
 
 t.test('a notification Meta retries is answered once', async (t) => {
@@ -309,7 +337,7 @@ t.test('the Graph API failing: retried when it may pass, failed when it will not
   const [conversation] = await conversationsOf('+15551230009');
   t.match((await history(conversation!)).at(-1), { delivery_status: 'failed', delivery_error: /^The WhatsApp Cloud API refused the request \(HTTP 400: \(#100\) Invalid parameter\)/ }, 'the owner reads why');
   t.notOk('delivery_error' in (await history(conversation!)).at(-2), 'only a failed reply says why');
-  t.notOk('delivery_error' in (await api.request('GET', `/conversations/${conversation}`)).body.history.at(-1), 'the public reads nothing of it');
+  t.equal((await api.request('GET', `/conversations/${conversation}`)).status, 404, 'the public reads nothing of it');
 });
 
 t.test('a reply the Graph API took is never sent again, even when its id cannot be kept', async (t) => {

@@ -48,6 +48,15 @@ function readerOf(conversation: ConversationRow, callerId: number | undefined): 
 }
 
 /**
+ * A channel's conversation is between the business and its customer, who never holds its id: no
+ * visitor reads it, writes in it or watches it (404, as for a conversation that does not exist),
+ * whoever learnt its id. @throws PlatformError `conversation_not_found`
+ */
+function publicOnly(conversation: ConversationRow): void {
+  if (CHANNEL_TYPES.has(conversation.type)) throw new PlatformError('conversation_not_found');
+}
+
+/**
  * @param errors on a channel's conversation (owner only), why each failed reply was not delivered
  *   (`delivery_error`); undefined elsewhere.
  */
@@ -140,6 +149,10 @@ export function createConversationService({
     async send(id: string, text: string, callerId?: number): Promise<TurnResult> {
       const { conversation, assistant } = await conversationAndAssistant(id);
       const reader = readerOf(conversation, callerId);
+      if (reader === 'owner' && CHANNEL_TYPES.has(conversation.type)) {
+        throw ValidationError.field('message', `This conversation is answered on its ${conversation.type} channel: write to the customer with POST /api/user/conversations/${conversation.id}/messages.`);
+      }
+      publicOnly(conversation);
       try {
         const reply = await engine.send(conversation, assistant, text);
         return reader === 'owner' ? reply : { message: reply.message, function_calls: [] };
@@ -155,6 +168,7 @@ export function createConversationService({
       const conversation = isUuid(id) ? await findConversation(pool, id) : null;
       if (!conversation) throw new PlatformError('conversation_not_found');
       const reader = readerOf(conversation, callerId);
+      if (reader === 'visitor') publicOnly(conversation);
       const errors = reader === 'owner' && CHANNEL_TYPES.has(conversation.type) ? await deliveryErrors(pool, id) : undefined;
       return historyOf(await listMessages(pool, id), reader, errors);
     },
@@ -165,13 +179,17 @@ export function createConversationService({
      * in the visitor's view (no function calls).
      */
     async messagesAfter(id: string, afterId: number, limit: number): Promise<Array<{ id: number; role: MessageRow['role']; content: string }>> {
-      if (!isUuid(id)) throw new PlatformError('conversation_not_found');
+      const conversation = isUuid(id) ? await findConversation(pool, id) : null;
+      if (!conversation) throw new PlatformError('conversation_not_found');
+      publicOnly(conversation);
       return (await recentMessages(pool, id, afterId, limit)).map((row) => ({ id: row.id, role: row.role, content: row.content }));
     },
 
-    /** Checks a conversation exists (for sockets); returns it. */
+    /** Checks a conversation a visitor may watch exists (for the widget's socket); returns it. */
     async find(id: string): Promise<ConversationRow> {
-      return (await conversationAndAssistant(id)).conversation;
+      const { conversation } = await conversationAndAssistant(id);
+      publicOnly(conversation);
+      return conversation;
     },
 
     async list(userId: number, filters: ConversationFilters, page: number, perPage: number) {
