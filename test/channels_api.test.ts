@@ -16,6 +16,10 @@
  * 6. without the platform's Twilio account, an SMS channel cannot be created (422 naming the settings).
  * 7. the sealed secrets open only with the key they were sealed under: the key file in DATA_DIR is
  *    made once (mode 0600) and read again; a changed key is reported, not taken for another secret.
+ * 8. served by a process whose key differs, a channel's notifications are refused (401, nothing
+ *    kept, never a 500), an update that would keep its secrets is a 422 asking for all three, and
+ *    one sending all three seals them anew, after which the channel takes notifications again.
+ * 9. an SMS channel's number id must be a safe integer: 1e20, 1e300, 2^53, 1.5 and 0 are 422s.
  */
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
@@ -23,7 +27,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { withClient } from './helpers/database.js';
 import { startTestPlatform } from './helpers/platform.js';
-import { startWhatsAppFake } from './fakes/whatsapp.js';
+import { signHub, startWhatsAppFake } from './fakes/whatsapp.js';
 import { channelSecretsKey, createSealer, KEY_FILE } from '../runtime/channels/sealing.js';
 
 const twilio = { accountSid: 'AC' + '0'.repeat(32), authToken: 'twilio-token', apiUrl: 'http://127.0.0.1:9' };
@@ -92,7 +96,11 @@ t.test('an SMS channel on an SMS-capable number of the owner', async (t) => {
   t.same((await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: number.id })).body.errors, { phone_number_id: ['The selected number cannot receive SMS.'] });
   const bobs = await api.phoneNumber(bob.token);
   t.same((await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: bobs.id })).body.errors, { phone_number_id: ['The selected phone number id is invalid.'] });
-  t.same((await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: 'abc' })).body.errors, { phone_number_id: ['The phone number id must be the integer id of one of your numbers.'] });
+  for (const id of ['abc', 1e20, 1e300, 2 ** 53, 1.5, 0]) {
+    const res = await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: id });
+    t.equal(res.status, 422, `phone_number_id ${id}`);
+    t.same(res.body.errors, { phone_number_id: ['The phone number id must be the integer id of one of your numbers.'] }, `phone_number_id ${id}`);
+  }
   t.same((await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: number.id, access_token: 'x' })).body.errors, { access_token: ['The access_token field is only for whatsapp channels.'] });
 });
 
@@ -156,6 +164,26 @@ t.test('without the platform\'s Twilio account, no SMS channel', async (t) => {
   const res = await plain.request('POST', '/user/channels', { token: carol.token, body: { type: 'sms', assistant_id: bot.id, phone_number_id: number.id } });
   t.equal(res.status, 422);
   t.same(res.body.errors, { type: ["SMS channels send through the platform's Twilio account: set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN."] });
+});
+
+t.test('secrets sealed under a key the server no longer has', async (t) => {
+  const channel = (await create(whatsapp({ phone_number_id: '999', verify_token: 'verify-token-999' }))).body.data;
+  // The same database served by a process whose key differs (CHANNEL_SECRETS_KEY changed, or a machine with its own key file).
+  const moved = await startTestPlatform(t, { databaseUrl: api.databaseUrl, twilio, twilioAuthToken: twilio.authToken, channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: Buffer.alloc(32, 7) } });
+  const raw = JSON.stringify({ object: 'whatsapp_business_account', entry: [{ id: '1', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '1', phone_number_id: '999' }, messages: [{ from: '15550001234', id: 'wamid.key-1', timestamp: '1764000000', type: 'text', text: { body: 'hi' } }] } }] }] });
+  const signed = { 'content-type': 'application/json', 'x-hub-signature-256': signHub('app-secret-value', raw) };
+  const refused = await moved.request('POST', '/channels/whatsapp/webhook', { raw, headers: signed });
+  t.same([refused.status, refused.body], [401, { message: 'The request signature is not valid.' }], 'a notification cannot be checked: refused, not a server error');
+  t.equal((await sql("SELECT count(*)::int AS n FROM channel_inbound WHERE external_id = 'wamid.key-1'")).rows[0].n, 0, 'nothing was kept');
+  const keep = await moved.request('PUT', `/user/channels/${channel.id}`, { token: alice.token, body: { assistant_id: other.id } });
+  t.equal(keep.status, 422, 'an update that would keep them');
+  t.match(keep.body.errors, { access_token: [/cannot be opened with this server's key.*send access_token, app_secret and verify_token again/] });
+  const again = await moved.request('PUT', `/user/channels/${channel.id}`, { token: alice.token, body: { access_token: 'EAAG-access-token-secret', app_secret: 'app-secret-value', verify_token: 'verify-token-999' } });
+  t.equal(again.status, 200, 'all three sent again replace them');
+  const accepted = await moved.request('POST', '/channels/whatsapp/webhook', { raw, headers: signed });
+  t.equal(accepted.status, 200, 'and the channel takes notifications again');
+  await moved.platform.runtime.services.channels.idle();
+  await api.request('DELETE', `/user/channels/${channel.id}`, { token: alice.token });
 });
 
 t.test('the key file: made once, private, and a changed key is reported', async (t) => {

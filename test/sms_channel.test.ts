@@ -15,7 +15,7 @@
  * 5. status callbacks: delivered and undelivered are shown on the reply; one for a sid this
  *    platform did not send is acknowledged and ignored.
  * 6. a long reply leaves as several messages within 1,600 characters, in order.
- * 7. an SMS to a number with no channel: empty TwiML, nothing kept.
+ * 7. an SMS to a number with no channel, or with a field holding U+0000: empty TwiML, nothing kept.
  * 8. an MMS without text: the polite text-only answer, not charged.
  * 9. a send Twilio refuses because the customer opted out with it (21610) fails, and puts the
  *    number on the owner's do-not-call list.
@@ -243,6 +243,15 @@ t.test('an SMS to a number with no channel is acknowledged and ignored', async (
   t.same(await conversationsOf(customer), []);
   t.equal(await inboundCount(), kept, 'nothing kept');
   t.equal(twilio.requests.length, requests, 'nothing sent');
+
+  for (const field of ['From', 'MessageSid'] as const) {
+    const form = smsForm(customer, 'A NUL in a field');
+    form.set(field, `${form.get(field)}\u0000`);
+    const odd = await post('/channels/twilio/sms', form);
+    t.same([odd.status, odd.body], [200, EMPTY_TWIML], `a ${field} holding U+0000 is no message of Twilio's: acknowledged, never a 500`);
+  }
+  await channels.idle();
+  t.equal(await inboundCount(), kept, 'nothing kept');
 });
 
 t.test('an MMS without text gets the text-only answer, not charged', async (t) => {

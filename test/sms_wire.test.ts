@@ -8,7 +8,7 @@ import { inboundSmsForm, signTwilio, startTwilioMessagingFake, statusCallbackFor
 
 /**
  * Twilio Messaging (SMS) on the wire, without a platform:
- * 1. an incoming message's form (as Twilio posts it) read: text, MMS with media, OptOutType, missing fields;
+ * 1. an incoming message's form (as Twilio posts it) read: text, MMS with media, OptOutType, missing fields, fields holding U+0000;
  * 2. every MessageStatus mapped (sent, delivered, read, failed with Twilio's error code; the rest not recorded);
  * 3. the opt-out, opt-in and help keywords: each word, any case, spaces and punctuation around it, never inside a sentence; OptOutType first;
  * 4. replies cut to 1,600: exactly 1,600 and 1,601, paragraph, sentence and word boundaries, an emoji at the cut, one long word;
@@ -52,7 +52,10 @@ t.test('an incoming message is read from the form Twilio posts', async (t) => {
     const form = inboundSmsForm({ from: '+14155550100', to: '+14155550199', body: 'hi', accountSid: ACCOUNT });
     form.delete(missing);
     t.equal(parseInboundSms(form), null, `no ${missing}: not an incoming message`);
+    form.set(missing, '+1415\u00005550100');
+    t.equal(parseInboundSms(form), null, `a ${missing} holding U+0000 (none of Twilio's does): not an incoming message`);
   }
+  t.equal(parseStatusCallback(new URLSearchParams({ MessageSid: 'SM\u00001', MessageStatus: 'delivered' })), null, 'nor a status callback');
 });
 
 t.test('status callbacks: every MessageStatus', async (t) => {

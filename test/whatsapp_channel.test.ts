@@ -1,10 +1,11 @@
 /**
  * WhatsApp conversations through the Cloud API, with local fakes of the Graph API and of an
  * OpenAI-compatible model:
- * 1. Meta's verification handshake: the challenge echoed for a channel's verify token; 403 for
- *    another token or mode.
+ * 1. Meta's verification handshake: the challenge echoed (as plain text, nosniff) for a channel's
+ *    verify token; 403 for another token or mode.
  * 2. signatures: a notification signed with another secret, tampered with, unsigned, or naming no
- *    channel is 401 and keeps nothing.
+ *    channel is 401 and keeps nothing; a signed errors report (no message, no status) is
+ *    acknowledged; a message whose id holds U+0000 is skipped, never a 500.
  * 3. a text exchange with a tool call: the customer's message starts a `whatsapp` conversation,
  *    the reply (after the tool) goes to the customer through the Graph API, the message is marked
  *    read, `{{customer_phone}}` reaches the prompt, one message is charged; the listing shows it
@@ -100,6 +101,7 @@ t.test("Meta's verification handshake", async (t) => {
   const ok = await verify(`hub.mode=subscribe&hub.verify_token=${VERIFY}&hub.challenge=1158201444`);
   t.equal(ok.status, 200);
   t.equal(ok.body, '1158201444');
+  t.equal(ok.headers.get('x-content-type-options'), 'nosniff', 'the echo is plain text no browser takes for a page');
   t.equal((await verify('hub.mode=subscribe&hub.verify_token=wrong-token&hub.challenge=1')).status, 403);
   t.equal((await verify(`hub.mode=unsubscribe&hub.verify_token=${VERIFY}&hub.challenge=1`)).status, 403);
   t.equal((await verify('')).status, 403);
@@ -117,6 +119,12 @@ t.test('a notification not signed by the channel is refused and keeps nothing', 
     t.equal(res.status, 401, what);
     t.same(res.body, { message: 'The request signature is not valid.' }, what);
   }
+  const errorsOnly = { object: 'whatsapp_business_account', entry: [{ id: '1', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: PHONE_ID }, errors: [{ code: 131051, title: 'Message type unknown' }] } }] }] };
+  t.equal((await notify(errorsOnly, 'not-the-secret')).status, 401, "an errors report is checked against the channel's secret too");
+  t.equal((await notify(errorsOnly)).status, 200, 'and acknowledged when signed (Meta would retry it otherwise)');
+  const nul = JSON.stringify(textMessageWebhook({ phoneNumberId: PHONE_ID, from: '+15550001111', id: 'wamid.\u0000', text: 'hello' }));
+  const withNul = await notify(undefined, APP_SECRET, nul);
+  t.equal(withNul.status, 200, 'a message whose id holds U+0000 is skipped as malformed, not a server error');
   const malformed = await api.request('POST', '/channels/whatsapp/webhook', { raw: 'nope', headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHub(APP_SECRET, 'nope') } });
   t.equal(malformed.status, 400, 'a body that is not JSON');
   t.same(await conversationsOf('+15550001111'), [], 'nothing was kept');

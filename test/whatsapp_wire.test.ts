@@ -13,8 +13,9 @@ import { buttonReplyWebhook, mediaMessageWebhook, signHub, startWhatsAppFake, st
  *    example), audio, image, location, reply button, list row, template quick reply, reaction,
  *    unsupported, and statuses sent/delivered/read/failed (Meta's examples, the failure's error
  *    named); unknown statuses and malformed messages are skipped one by one.
- * 3. Hostile bodies (non-objects, another object type, wrong types everywhere, huge arrays) give
- *    [] and never throw.
+ * 3. Hostile bodies (non-objects, another object type, wrong types everywhere, huge arrays) bring
+ *    no message or status and never throw; a change with neither (an errors report, an unknown
+ *    status) still names its number; an id holding U+0000 is malformed.
  * 4. splitText: 4096 characters stay one part, 4097 make two; an emoji at the boundary is not cut;
  *    one long word is cut at the limit; paragraph, then sentence, then word boundaries are
  *    preferred; over random texts every part fits, is trimmed, non-empty, whole in code points,
@@ -212,7 +213,11 @@ t.test('statuses of every kind parse; unknown statuses and malformed items are s
   }
   const failed = parseWebhook(statusWebhook({ phoneNumberId: PHONE_ID, id: 'wamid.F', status: 'failed', recipient: '16505551234', errors: [{ code: 131026, title: 'Message undeliverable' }] }));
   t.equal(failed[0]!.statuses[0]!.error, 'Message undeliverable (131026)');
-  t.same(parseWebhook(statusWebhook({ phoneNumberId: PHONE_ID, id: 'wamid.D', status: 'deleted', recipient: '16505551234' })), [], 'an unknown status');
+  t.same(parseWebhook(statusWebhook({ phoneNumberId: PHONE_ID, id: 'wamid.D', status: 'deleted', recipient: '16505551234' })), [{ phoneNumberId: PHONE_ID, messages: [], statuses: [] }], 'an unknown status: its number named, nothing recorded');
+  const errorsOnly = { object: 'whatsapp_business_account', entry: [{ id: '1', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata: { display_phone_number: '15550783881', phone_number_id: PHONE_ID }, errors: [{ code: 131051, title: 'Message type unknown' }] } }] }] };
+  t.same(parseWebhook(errorsOnly), [{ phoneNumberId: PHONE_ID, messages: [], statuses: [] }], 'an errors report names its number (so its signature is checked) and brings nothing');
+  const nul = textMessageWebhook({ phoneNumberId: PHONE_ID, from: '16505551234', id: 'wamid.\u0000x', text: 'a NUL in the id' });
+  t.same(parseWebhook(nul)[0]!.messages, [], 'an id holding U+0000 (no id of Meta\'s does) is malformed');
 
   const mixed = textMessageWebhook({ phoneNumberId: PHONE_ID, from: '16505551234', id: 'wamid.Good', text: 'kept', timestamp: 1750000003 });
   const value = mixed.entry[0]!.changes[0]!.value as { messages: unknown[]; statuses?: unknown[] };
@@ -244,7 +249,7 @@ t.test('changes for one number merge, other numbers and fields stay apart', asyn
   ]);
 });
 
-t.test('hostile bodies give [] without throwing', async (t) => {
+t.test('hostile bodies bring nothing, without throwing', async (t) => {
   const valid = textMessageWebhook({ phoneNumberId: PHONE_ID, from: '16505551234', id: 'wamid.1', text: 'hi' });
   const hostile: unknown[] = [
     undefined,
@@ -268,7 +273,10 @@ t.test('hostile bodies give [] without throwing', async (t) => {
       entry: [{ changes: [{ field: 'messages', value: { metadata: { phone_number_id: PHONE_ID }, contacts: Array(100_000).fill({ wa_id: 1 }), messages: Array(100_000).fill({ id: 1, type: {} }), statuses: Array(100_000).fill({ status: 'read' }) } }] }],
     },
   ];
-  for (const [index, body] of hostile.entries()) t.same(parseWebhook(body), [], `hostile body ${index}`);
+  // A body naming a business number names it (its signature is checked), with nothing in it.
+  const brought = (body: unknown) => parseWebhook(body).flatMap((n) => [...n.messages, ...n.statuses]);
+  for (const [index, body] of hostile.entries()) t.same(brought(body), [], `hostile body ${index}`);
+  t.same(parseWebhook(hostile[13]).map((n) => n.phoneNumberId), [PHONE_ID], 'a hostile body that names a number');
   t.equal(parseWebhook(valid).length, 1, 'the valid body itself parses');
 });
 

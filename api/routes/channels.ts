@@ -93,7 +93,8 @@ function webhookRoutes(channels: Channels, twilio: TwilioWebhookOptions): RouteD
         const query = new URLSearchParams(req.rawQuery);
         const challenge = await channels.receiving.whatsappChallenge(query.get('hub.mode') ?? undefined, query.get('hub.verify_token') ?? undefined, query.get('hub.challenge') ?? undefined);
         if (challenge === null) throw new PlatformError('forbidden', { message: 'The verify token is not a channel\'s.' });
-        return { status: 200, body: challenge, headers: { 'Content-Type': 'text/plain; charset=utf-8' } };
+        // Echoed as sent (Meta's is digits): as plain text no browser may take for a page.
+        return { status: 200, body: challenge, headers: { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' } };
       },
     },
     {

@@ -81,7 +81,7 @@ export async function partSent(db: CommonQueryMethods, part: OutboundRow, extern
 /** The attempt failed: tried again after `retryInMs`, or failed for good when it is null. */
 export async function partFailed(db: CommonQueryMethods, part: OutboundRow, error: string, retryInMs: number | null): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE channel_outbound SET state = ${retryInMs === null ? 'failed' : 'queued'}, lease_until = NULL, last_error = ${error},
+    UPDATE channel_outbound SET state = ${retryInMs === null ? 'failed' : 'queued'}, lease_until = NULL, last_error = ${storableText(error)},
       next_attempt_at = now() + make_interval(secs => ${(retryInMs ?? 0) / 1000})
     WHERE id = ${part.id} AND state = 'sending' AND attempts = ${part.attempts}`);
   await refreshMessage(db, part.message_id);
@@ -96,7 +96,7 @@ export async function applyStatus(db: CommonQueryMethods, channelId: number, ext
   const messageId = await db.maybeOneFirst(sql.type(z.object({ message_id: z.number() }))`
     WITH part AS (SELECT id, message_id FROM channel_outbound WHERE channel_id = ${channelId} AND external_id = ${externalId})
     UPDATE channel_outbound o SET state = CASE WHEN ${STATE_RANK} < ${rank} THEN ${status} ELSE o.state END,
-      last_error = coalesce(${error ?? null}, o.last_error)
+      last_error = coalesce(${error === undefined ? null : storableText(error)}, o.last_error)
     FROM part WHERE o.id = part.id RETURNING part.message_id`);
   if (messageId === null) return false;
   await refreshMessage(db, messageId);

@@ -5,7 +5,8 @@ import type { Logger } from '../logger.js';
 import type { Inbox } from './inbox.js';
 import type { InboundInput } from './inboxStore.js';
 import { applyStatus } from './outboxStore.js';
-import { channelsByAddress } from './repository.js';
+import { ChannelError } from './errors.js';
+import { channelsByAddress, type ChannelRow } from './repository.js';
 import type { ChannelService } from './service.js';
 import { inboundKeyword, parseInboundSms, parseStatusCallback } from './sms/wire.js';
 import { parseWebhook, verifyHubSignature, type InboundMessage } from './whatsapp/wire.js';
@@ -39,6 +40,16 @@ export function createReceiving(deps: { pool: DatabasePool; clock: Clock; logger
     };
   }
 
+  /** The channel's app secret; none when its secrets cannot be opened (logged by `secretsOf`), so nothing it is sent can be checked. */
+  function appSecret(channel: ChannelRow): string | undefined {
+    try {
+      return deps.channels.secretsOf(channel)?.app_secret;
+    } catch (error) {
+      if (error instanceof ChannelError) return undefined;
+      throw error;
+    }
+  }
+
   return {
     /**
      * Meta's subscription handshake: the challenge echoed when the verify token is a channel's.
@@ -65,7 +76,7 @@ export function createReceiving(deps: { pool: DatabasePool; clock: Clock; logger
       const channels = new Map((await channelsByAddress(pool, 'whatsapp', [...new Set(notifications.map((n) => n.phoneNumberId))])).map((row) => [row.address, row]));
       if (channels.size === 0) throw new PlatformError('channel_signature_invalid');
       for (const channel of channels.values()) {
-        const secret = deps.channels.secretsOf(channel)?.app_secret;
+        const secret = appSecret(channel);
         if (!secret || !verifyHubSignature(secret, rawBody, signature)) throw new PlatformError('channel_signature_invalid');
       }
       for (const notification of notifications) {

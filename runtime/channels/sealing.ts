@@ -13,11 +13,16 @@ import { dirname, join } from 'node:path';
 export const KEY_FILE = 'channel-secrets.key';
 const VERSION = 1;
 
+/** A sealed value that this key cannot open: sealed under another key, or altered. */
+export class SealedUnreadable extends Error {
+  override readonly name = 'SealedUnreadable';
+}
+
 export interface Sealer {
   seal(value: unknown): Buffer;
   /** A keyed digest (HMAC-SHA256) of a secret looked up by value, as a verify token is. */
   digest(text: string): Buffer;
-  /** @throws Error when the value was sealed under another key or was altered. */
+  /** @throws SealedUnreadable when the value was sealed under another key or was altered. */
   open<T>(sealed: Buffer): T;
 }
 
@@ -35,11 +40,15 @@ export function createSealer(key: Buffer): Sealer {
       return Buffer.concat([Buffer.of(VERSION), fingerprint, nonce, cipher.getAuthTag(), body]);
     },
     open<T>(sealed: Buffer): T {
-      if (sealed.length < 33 || sealed[0] !== VERSION) throw new Error('the channel secret is not in a known sealed form');
-      if (!sealed.subarray(1, 5).equals(fingerprint)) throw new Error('the channel secret was sealed under another key (CHANNEL_SECRETS_KEY or DATA_DIR/channel-secrets.key changed)');
+      if (sealed.length < 33 || sealed[0] !== VERSION) throw new SealedUnreadable('the channel secret is not in a known sealed form');
+      if (!sealed.subarray(1, 5).equals(fingerprint)) throw new SealedUnreadable('the channel secret was sealed under another key (CHANNEL_SECRETS_KEY or DATA_DIR/channel-secrets.key changed)');
       const decipher = createDecipheriv('aes-256-gcm', key, sealed.subarray(5, 17));
       decipher.setAuthTag(sealed.subarray(17, 33));
-      return JSON.parse(Buffer.concat([decipher.update(sealed.subarray(33)), decipher.final()]).toString('utf8')) as T;
+      try {
+        return JSON.parse(Buffer.concat([decipher.update(sealed.subarray(33)), decipher.final()]).toString('utf8')) as T;
+      } catch (error) {
+        throw new SealedUnreadable('the channel secret was altered', { cause: error });
+      }
     },
   };
 }

@@ -4,7 +4,7 @@ import { PlatformError, ValidationError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ChannelInput } from '../../schemas/channels.js';
 import { ChannelError } from './errors.js';
-import type { Sealer } from './sealing.js';
+import { SealedUnreadable, type Sealer } from './sealing.js';
 import {
   channelByVerifyToken,
   deleteChannel,
@@ -30,6 +30,8 @@ const SECRET_NAMES = ['access_token', 'app_secret', 'verify_token'] as const;
 export const WEBHOOK_PATHS: Record<ChannelType, string> = { whatsapp: '/api/channels/whatsapp/webhook', sms: '/api/channels/twilio/sms' };
 
 const WHATSAPP_NUMBER_ID = /^\d{1,32}$/;
+
+const UNREADABLE = "The channel's stored secrets cannot be opened with this server's key (CHANNEL_SECRETS_KEY or DATA_DIR/channel-secrets.key changed): send access_token, app_secret and verify_token again.";
 
 /**
  * @param confirmWhatsApp asks Meta whether the access token reaches the business number (so no
@@ -69,7 +71,7 @@ export function createChannelService(deps: {
       if (!deps.smsAvailable) throw ValidationError.field('type', 'SMS channels send through the platform\'s Twilio account: set TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN.');
       if (input.phone_number_id === undefined) return { assistantId, address: current!.address, phoneNumberId: current!.phone_number_id, sealedSecrets: null, verifyTokenDigest: null };
       const id = input.phone_number_id;
-      if (typeof id !== 'number' || !Number.isInteger(id) || id < 1) throw ValidationError.field('phone_number_id', 'The phone number id must be the integer id of one of your numbers.');
+      if (typeof id !== 'number' || !Number.isSafeInteger(id) || id < 1) throw ValidationError.field('phone_number_id', 'The phone number id must be the integer id of one of your numbers.');
       const number = await ownedNumber(pool, userId, id);
       if (!number) throw ValidationError.field('phone_number_id', 'The selected phone number id is invalid.');
       if (!number.sms_capable || number.type === 'caller_id') throw ValidationError.field('phone_number_id', 'The selected number cannot receive SMS.');
@@ -79,12 +81,28 @@ export function createChannelService(deps: {
     // Meta's ids are 15-16 digits: a JSON number of them is taken only while it is exact.
     const id = typeof raw === 'number' && Number.isSafeInteger(raw) && raw > 0 ? String(raw) : raw ?? current?.address;
     if (typeof id !== 'string' || !WHATSAPP_NUMBER_ID.test(id)) throw ValidationError.field('phone_number_id', "The phone number id must be the WhatsApp Business phone number id (digits, from Meta's WhatsApp Manager).");
-    const before = current?.sealed_secrets ? sealer.open<WhatsAppSecrets>(current.sealed_secrets) : undefined;
+    const before = current?.sealed_secrets ? storedSecrets(current.sealed_secrets, input) : undefined;
     const secrets = { access_token: input.access_token ?? before?.access_token, app_secret: input.app_secret ?? before?.app_secret, verify_token: input.verify_token ?? before?.verify_token };
     for (const name of SECRET_NAMES) if (!secrets[name]) throw ValidationError.field(name, `The ${name} field is required for whatsapp channels.`);
     const full = secrets as WhatsAppSecrets;
     if (id !== current?.address || full.access_token !== before?.access_token) await confirmed(id, full.access_token);
     return { assistantId, address: id, phoneNumberId: null, sealedSecrets: sealer.seal(full), verifyTokenDigest: sealer.digest(full.verify_token) };
+  }
+
+  /**
+   * The channel's secrets as stored, for an update that keeps some. Sealed under a key this server
+   * no longer has, they are lost: an update sending all three again replaces them (undefined);
+   * one that would keep any is refused, naming what to send.
+   */
+  function storedSecrets(sealed: Buffer, input: Partial<ChannelInput>): WhatsAppSecrets | undefined {
+    try {
+      return sealer.open<WhatsAppSecrets>(sealed);
+    } catch (error) {
+      if (!(error instanceof SealedUnreadable)) throw error;
+      const kept = SECRET_NAMES.find((name) => input[name] === undefined);
+      if (kept) throw ValidationError.field(kept, UNREADABLE);
+      return undefined;
+    }
   }
 
   async function confirmed(phoneNumberId: string, accessToken: string): Promise<void> {
@@ -136,9 +154,20 @@ export function createChannelService(deps: {
       return (await channelByVerifyToken(pool, sealer.digest(token))) !== null;
     },
 
-    /** A WhatsApp channel's secrets (for its webhooks and its sending). */
+    /**
+     * A WhatsApp channel's secrets (for its webhooks and its sending).
+     * @throws ChannelError (not retryable) when they were sealed under another key: the owner must
+     *   enter them again.
+     */
     secretsOf(row: ChannelRow): WhatsAppSecrets | undefined {
-      return row.sealed_secrets ? sealer.open<WhatsAppSecrets>(row.sealed_secrets) : undefined;
+      if (!row.sealed_secrets) return undefined;
+      try {
+        return sealer.open<WhatsAppSecrets>(row.sealed_secrets);
+      } catch (error) {
+        if (!(error instanceof SealedUnreadable)) throw error;
+        deps.logger.error({ channelId: row.id, userId: row.user_id }, 'a channel\'s secrets cannot be opened with this server\'s key (CHANNEL_SECRETS_KEY or DATA_DIR/channel-secrets.key changed)');
+        throw new ChannelError(UNREADABLE, { retryable: false, cause: error });
+      }
     },
   };
 }

@@ -42,7 +42,8 @@ export type SmsKeyword = 'stop' | 'start' | 'help';
 /** Twilio accepts up to 10 media per message. */
 const MAX_MEDIA = 10;
 
-const nonEmpty = (value: string | null): string | undefined => (value ? value : undefined);
+/** A field's value; none when it is empty or holds U+0000 (no number or id of Twilio's does; PostgreSQL's text cannot). */
+const nonEmpty = (value: string | null): string | undefined => (value && !value.includes('\u0000') ? value : undefined);
 
 function count(value: string | null): number {
   const parsed = Number(value);
@@ -53,9 +54,9 @@ const OPT_OUT_TYPES = new Set(['STOP', 'START', 'HELP'] as const);
 
 /** @returns null when `MessageSid`, `From` or `To` is missing (not an incoming message). */
 export function parseInboundSms(params: URLSearchParams): InboundSms | null {
-  const sid = params.get('MessageSid');
-  const from = params.get('From');
-  const to = params.get('To');
+  const sid = nonEmpty(params.get('MessageSid'));
+  const from = nonEmpty(params.get('From'));
+  const to = nonEmpty(params.get('To'));
   if (!sid || !from || !to) return null;
   const mediaCount = Math.min(count(params.get('NumMedia')), MAX_MEDIA);
   const media: InboundSms['media'] = [];
@@ -93,7 +94,7 @@ const STATUS_OF: Readonly<Record<string, SmsStatus['status'] | null>> = {
  * Twilio (queued, accepted, scheduled, sending), and for any status Twilio adds later.
  */
 export function parseStatusCallback(params: URLSearchParams): SmsStatus | null {
-  const sid = params.get('MessageSid') || params.get('SmsSid');
+  const sid = nonEmpty(params.get('MessageSid')) ?? nonEmpty(params.get('SmsSid'));
   const raw = (params.get('MessageStatus') || params.get('SmsStatus') || '').toLowerCase();
   const status = Object.hasOwn(STATUS_OF, raw) ? STATUS_OF[raw] : null;
   if (!sid || !status) return null;

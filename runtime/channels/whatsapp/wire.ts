@@ -106,7 +106,8 @@ type Json = Record<string, unknown>;
 
 const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value);
 const items = (value: unknown): unknown[] => (Array.isArray(value) ? value.slice(0, MAX_ITEMS) : []);
-const text = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
+/** A non-empty string field; none when it holds U+0000 (no id or name of Meta's does; PostgreSQL's text cannot). */
+const text = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' && !value.includes('\u0000') ? value : undefined);
 const finite = (value: unknown): number | undefined => {
   const number = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
   return typeof number === 'number' && Number.isFinite(number) ? number : undefined;
@@ -119,8 +120,9 @@ const seconds = (value: unknown): number | undefined => {
 
 /**
  * The notifications of a webhook body of the `messages` field, one per business phone number
- * (changes for the same number are merged, in order); numbers with neither messages nor statuses
- * are left out. Never throws: a body that is not a `whatsapp_business_account` notification gives
+ * (changes for the same number are merged, in order); a number's change with neither messages nor
+ * statuses (an `errors` report, statuses of kinds this platform does not record) still names its
+ * number, so its signature is checked and it is acknowledged. Never throws: a body that is not a `whatsapp_business_account` notification gives
  * [], and any malformed entry, change, message or status (a missing id, a sender that is not a
  * number, an unknown status) is skipped on its own.
  */
@@ -137,7 +139,6 @@ export function parseWebhook(body: unknown): WhatsAppNotification[] {
       const names = profileNames(value.contacts);
       const messages = items(value.messages).flatMap((message) => inboundMessage(message, names) ?? []);
       const statuses = items(value.statuses).flatMap((status) => statusUpdate(status) ?? []);
-      if (messages.length === 0 && statuses.length === 0) continue;
       const found = byNumber.get(phoneNumberId) ?? { messages: [], statuses: [] };
       found.messages.push(...messages);
       found.statuses.push(...statuses);
