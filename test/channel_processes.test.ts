@@ -8,6 +8,11 @@
  *    the model hold the message once.
  * 3. a server process killed (SIGKILL) mid-reply: once its leases lapse, another process answers
  *    the message; the customer receives one reply, is charged once, and the history holds it once.
+ * 4. a process whose inbox lease lapsed mid-reply (its renewals failing) and was taken over: the
+ *    other process waits for its turn rather than answer beside it; the late reply is not stored
+ *    nor sent (no apology either), and the message is answered once, charged once.
+ * 5. a process stopped while a tool call of its reply hangs: the stop ends (the turn cut short
+ *    after its 10 s), and another process answers the message once, charged once.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -18,6 +23,7 @@ import { startFakeOpenAi } from './fakes/openai.js';
 import { signHub, startWhatsAppFake, textMessageWebhook } from './fakes/whatsapp.js';
 import { freshDatabase, withClient } from './helpers/database.js';
 import { ADMIN_TOKEN, startTestPlatform, type TestPlatform } from './helpers/platform.js';
+import { startSite } from './helpers/site.js';
 import { startServer } from './helpers/server_process.js';
 
 const PHONE_ID = '106540352242922';
@@ -136,4 +142,58 @@ t.test('a server killed mid-reply: another process answers once the lease lapses
   t.same(sentTo('+15557770003'), ['Answered after the kill.']);
   t.same(await historyOf(survivor, owner.token, '+15557770003'), ['user: Are you open?', 'assistant: Answered after the kill.'], 'the history holds it once');
   t.equal(Math.round((before - (await balanceOf(survivor, owner.token))) * 100) / 100, 0.01, 'charged once: the killed turn\'s charge was refunded');
+});
+
+t.test('an inbox taken over mid-reply: the late reply is dropped, the message answered once', async (t) => {
+  const a = await startTestPlatform(t, settings());
+  const b = await startTestPlatform(t, settings(a.databaseUrl));
+  const owner = await channelOwner(a, '1004');
+  let release!: () => void;
+  llm.scriptChat({ text: 'Too late to count.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answered once.' });
+  const asked = llm.requests.length;
+  const before = await balanceOf(a, owner.token);
+  t.equal(await notify(a.origin, '1004', '+15557770004', 'Is anyone there?'), 200);
+  await llm.received(asked + 1);
+  // A's renewals failed for a whole lease: its inbox lapsed, though its turn is still running.
+  await withClient(a.databaseUrl, (db) => db.query("UPDATE conversations SET inbox_until = now() - interval '1 second' WHERE customer_phone = '+15557770004'"));
+  t.equal(await channelsOf(b).takeAbandoned(), 1, 'the other process takes the inbox');
+  await channelsOf(b).idle();
+  t.equal(llm.requests.length, asked + 1, 'but waits for the turn still running: it does not answer beside it');
+  release();
+  await channelsOf(a).idle();
+  t.same(sentTo('+15557770004'), [], 'the overtaken reply is neither sent nor followed by an apology');
+  t.equal(await channelsOf(b).takeAbandoned(), 1, 'the message is taken up again');
+  await channelsOf(b).idle();
+  t.same(sentTo('+15557770004'), ['Answered once.']);
+  t.same(await historyOf(b, owner.token, '+15557770004'), ['user: Is anyone there?', 'assistant: Answered once.'], 'the history holds it once');
+  t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.01, 'charged once');
+});
+
+t.test('a stop while a tool call hangs ends, and the message is answered elsewhere', async (t) => {
+  const site = await startSite(t);
+  let answerTool!: () => void;
+  const toolHeld = new Promise<void>((resolve) => (answerTool = resolve));
+  t.teardown(() => answerTool());
+  site.route('/slow', { type: 'application/json', body: '{"ok":true}', heldUntil: toolHeld });
+  const a = await startTestPlatform(t, { ...settings(), outboundAllowPrivate: true });
+  const b = await startTestPlatform(t, { ...settings(a.databaseUrl), outboundAllowPrivate: true });
+  const owner = await channelOwner(a, '1005');
+  const tool = await a.request('POST', '/user/tools', {
+    token: owner.token,
+    body: { name: 'slow_lookup', description: 'Looks slowly', endpoint: `${site.origin}/slow`, method: 'GET', timeout: 30, schema: [] },
+  });
+  t.equal(tool.status, 201);
+  const assistantId = (await a.request('GET', '/user/assistants', { token: owner.token })).body.data[0].id as number;
+  await a.request('PUT', `/user/assistant/${assistantId}`, { token: owner.token, body: { tool_ids: [tool.body.data.id] } });
+  llm.scriptChat({ toolCalls: [{ name: 'slow_lookup', arguments: {} }] }, { text: 'Answered by the other process.' });
+  const before = await balanceOf(a, owner.token);
+  t.equal(await notify(a.origin, '1005', '+15557770005', 'Look it up'), 200);
+  await site.requested('/slow');
+  await a.platform.close({ graceMs: 0 });
+  t.pass('the stop ended while the tool call still hung');
+  t.equal(await channelsOf(b).takeAbandoned(), 1);
+  await channelsOf(b).idle();
+  t.same(sentTo('+15557770005'), ['Answered by the other process.']);
+  t.same(await historyOf(b, owner.token, '+15557770005'), ['user: Look it up', 'assistant: Answered by the other process.'], 'the history holds it once');
+  t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.01, 'charged once');
 });

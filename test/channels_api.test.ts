@@ -4,7 +4,8 @@
  *    secrets are never returned (create, read, list, update) and are sealed in the database (no
  *    secret's bytes in its row); GET one and the list read it back.
  * 2. an SMS channel on an SMS-capable number of the owner's: 201 with the number; a number that
- *    cannot take SMS, a caller id, another user's number, secrets on SMS: 422 field errors.
+ *    cannot take SMS, a caller id, a number on another carrier than Twilio, another user's number,
+ *    secrets on SMS: 422 field errors.
  * 3. validation: type, assistant (another user's), WhatsApp's phone number id (digits; a safe
  *    JSON number taken), missing secrets, a short verify token; a verify token another channel
  *    uses is taken (refusing it would tell one owner of another's).
@@ -94,6 +95,9 @@ t.test('an SMS channel on an SMS-capable number of the owner', async (t) => {
 
   await sql('UPDATE phone_numbers SET sms_capable = false WHERE id = $1', [number.id]);
   t.same((await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: number.id })).body.errors, { phone_number_id: ['The selected number cannot receive SMS.'] });
+  await sql("UPDATE phone_numbers SET sms_capable = true, carrier = 'telnyx' WHERE id = $1", [number.id]);
+  t.same((await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: number.id })).body.errors, { phone_number_id: ['SMS channels send through Twilio Messaging: this number is on telnyx.'] });
+  await sql("UPDATE phone_numbers SET sms_capable = false, carrier = 'twilio' WHERE id = $1", [number.id]);
   const bobs = await api.phoneNumber(bob.token);
   t.same((await create({ type: 'sms', assistant_id: assistant.id, phone_number_id: bobs.id })).body.errors, { phone_number_id: ['The selected phone number id is invalid.'] });
   for (const id of ['abc', 1e20, 1e300, 2 ** 53, 1.5, 0]) {

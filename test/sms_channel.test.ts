@@ -19,6 +19,7 @@
  * 8. an MMS without text: the polite text-only answer, not charged.
  * 9. a send Twilio refuses because the customer opted out with it (21610) fails, and puts the
  *    number on the owner's do-not-call list.
+ * 10. a number whose rent lapsed unpaid answers nothing (kept, not charged) until it is paid again.
  */
 import t from 'tap';
 import { startFakeOpenAi } from './fakes/openai.js';
@@ -252,6 +253,23 @@ t.test('an SMS to a number with no channel is acknowledged and ignored', async (
   }
   await channels.idle();
   t.equal(await inboundCount(), kept, 'nothing kept');
+});
+
+t.test("a number whose rent lapsed answers nothing until it is paid again", async (t) => {
+  const customer = '+15552220010';
+  await sql("UPDATE phone_numbers SET has_active_subscription = false, paid_until = now() - interval '1 day' WHERE id = $1", [number.id]);
+  const before = await balance();
+  const asked = llm.requests.length;
+  await text(customer, 'Are you still there?');
+  t.same(sentTo(customer), [], 'no reply');
+  t.equal(llm.requests.length, asked, 'the assistant was not asked');
+  t.equal(await spent(before), 0, 'not charged');
+  const [conversation] = await conversationsOf(customer);
+  t.same((await history(conversation!)).map((m: { content: string }) => m.content), ['Are you still there?'], 'the message is kept for the owner');
+  await sql("UPDATE phone_numbers SET has_active_subscription = true, paid_until = now() + interval '1 month' WHERE id = $1", [number.id]);
+  llm.scriptChat({ text: 'Yes, we are.' });
+  await text(customer, 'Hello?');
+  t.same(sentTo(customer), ['Yes, we are.'], 'paid again, it answers');
 });
 
 t.test('an MMS without text gets the text-only answer, not charged', async (t) => {

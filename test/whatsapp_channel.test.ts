@@ -11,7 +11,8 @@
  *    read, `{{customer_phone}}` reaches the prompt, one message is charged; the listing shows it
  *    with the spec's fields, and the owner's history shows each message's delivery status.
  * 4. a notification retried by Meta (same message id, also at once) is answered once.
- * 5. statuses move a reply's delivery forward (sent, delivered, read), never back; failed is shown.
+ * 5. statuses move a reply's delivery forward (sent, delivered, read), never back; failed is shown;
+ *    a status that comes before its send is recorded is kept and applied once it is.
  * 6. within 24 hours the customer continues their conversation; after it, a new one starts.
  * 7. media: an image or a voice note with no transcriber gets a polite text-only answer, not
  *    charged; a tapped button is read as text; a voice note to an assistant whose transcriber is
@@ -218,6 +219,22 @@ t.test('statuses move a delivery forward, never back', async (t) => {
   await status('failed');
   t.equal(await last(), 'failed');
   t.equal((await notify(statusWebhook({ phoneNumberId: PHONE_ID, id: 'wamid.unknown', status: 'read', recipient: '+15551230003' }))).status, 200, "another system's status is acknowledged and ignored");
+});
+
+t.test('a status that outruns the record of its send is applied once the send is recorded', async (t) => {
+  // The fake numbers its ids in order: the next reply will be wamid.<n + 1>.
+  const next = `wamid.${Number(graph.sent.at(-1)!.id.split('.')[1]) + 1}`;
+  t.equal((await notify(statusWebhook({ phoneNumberId: PHONE_ID, id: next, status: 'delivered', recipient: '+15551230021' }))).status, 200);
+  t.equal((await sql('SELECT count(*)::int AS n FROM channel_early_statuses WHERE external_id = $1', [next])).rows[0].n, 1, 'kept while no part has the id');
+  llm.scriptChat({ text: 'On its way.' });
+  await write('+15551230021', 'Is it sent?');
+  t.equal(graph.sent.at(-1)!.id, next);
+  const [conversation] = await conversationsOf('+15551230021');
+  t.equal((await history(conversation!)).at(-1).delivery_status, 'delivered', 'the early report moved the reply forward');
+  t.equal((await sql('SELECT count(*)::int AS n FROM channel_early_statuses WHERE external_id = $1', [next])).rows[0].n, 0, 'and was used up');
+  await sql("UPDATE channel_early_statuses SET received_at = now() - interval '11 minutes'");
+  await notify(statusWebhook({ phoneNumberId: PHONE_ID, id: 'wamid.someone-elses', status: 'read', recipient: '+15551230021' }));
+  t.same((await sql('SELECT external_id FROM channel_early_statuses')).rows, [{ external_id: 'wamid.someone-elses' }], 'reports never matched are dropped after ten minutes');
 });
 
 t.test('the 24-hour window', async (t) => {

@@ -3,15 +3,16 @@ import { findAssistantWithTools, type AssistantWithTools } from '../assistants/r
 import { refundMessage, type ConversationEngine } from '../conversations/engine.js';
 import { findConversation, insertMessage, type ConversationRow } from '../conversations/repository.js';
 import { PlatformError } from '../errors.js';
+import { LlmError } from '../llm/types.js';
 import type { Logger } from '../logger.js';
 import { unreservedBalance } from '../ledger/holds.js';
 import { prices } from '../prices.js';
 import { datetime } from '../time.js';
 import type { ChannelAdapters } from './adapters.js';
 import type { Handled } from './inbox.js';
-import { answerInbound, lockBalanceNotice, markInboundDone, recordInboundMessage, setBalanceNotice, withdrawAttempt, type InboundRow } from './inboxStore.js';
+import { InboxLost, inboundMessageOf, lockBalanceNotice, recordInboundMessage, setBalanceNotice, settleInbound, withdrawAttempt, type InboundRow } from './inboxStore.js';
 import { enqueueParts } from './outboxStore.js';
-import { channelById, channelOfConversation, enqueueAssistantEvent, optedOut, setOptedOut, type ChannelRow } from './repository.js';
+import { channelById, channelOfConversation, enqueueAssistantEvent, numberPaidUp, optedOut, setOptedOut, type ChannelRow } from './repository.js';
 
 /**
  * How a channel's customer message is answered: by the assistant through the conversation engine
@@ -56,20 +57,20 @@ export function createAnswering(deps: AnsweringDeps) {
   }
 
   /** Keeps the customer's message with no reply (and no charge), and optionally a notice after it. */
-  async function keep(channel: ChannelRow, inbound: InboundRow, content: string, notice?: string): Promise<void> {
+  async function keep(channel: ChannelRow, inbound: InboundRow, owner: string, content: string, notice?: string): Promise<void> {
     await pool.transaction(async (tx) => {
       await insertMessage(tx, { conversationId: inbound.conversation_id, role: 'user', content });
       if (notice) await queueMessage(tx, channel, inbound.conversation_id, inbound.customer, notice);
-      await markInboundDone(tx, inbound.id);
+      await settleInbound(tx, inbound.id, owner);
     });
     if (notice) deps.sent();
   }
 
-  async function noBalance(channel: ChannelRow, conversation: ConversationRow, inbound: InboundRow, text: string): Promise<void> {
+  async function noBalance(channel: ChannelRow, conversation: ConversationRow, inbound: InboundRow, owner: string, text: string): Promise<void> {
     const notified = await pool.transaction(async (tx) => {
       const noticed = await lockBalanceNotice(tx, conversation.id);
       await insertMessage(tx, { conversationId: conversation.id, role: 'user', content: text });
-      await markInboundDone(tx, inbound.id);
+      await settleInbound(tx, inbound.id, owner);
       if (noticed) return false;
       await queueMessage(tx, channel, conversation.id, inbound.customer, NOTICES.noBalance);
       await setBalanceNotice(tx, conversation.id, true);
@@ -106,13 +107,18 @@ export function createAnswering(deps: AnsweringDeps) {
     }
   }
 
-  /** The assistant answers `text` through the engine; what it saves and queues, and how a failure ends. */
-  async function answer(channel: ChannelRow, conversation: ConversationRow, assistant: AssistantWithTools, inbound: InboundRow, text: string): Promise<Handled> {
+  /**
+   * The assistant answers `text` through the engine; what it saves and queues, and how a failure
+   * ends: the model failing is answered with a notice (the charge refunded); anything else (the
+   * database failing) is thrown, for the inbox to try the message again.
+   */
+  async function answer(channel: ChannelRow, conversation: ConversationRow, assistant: AssistantWithTools, inbound: InboundRow, owner: string, text: string): Promise<Handled> {
     try {
       const reply = await deps.engine.send(conversation, assistant, text, {
+        chargeOnlyAnswered: true,
         accepted: (tx, messageId) => recordInboundMessage(tx, inbound.id, messageId),
         saved: async (tx, saved) => {
-          await answerInbound(tx, inbound.id);
+          await settleInbound(tx, inbound.id, owner);
           await enqueueParts(tx, { channelId: channel.id, conversationId: conversation.id, messageId: saved.messageId, recipient: inbound.customer, parts: deps.adapters[channel.type].split(saved.text) });
           await setBalanceNotice(tx, conversation.id, false);
         },
@@ -122,64 +128,94 @@ export function createAnswering(deps: AnsweringDeps) {
       return 'done';
     } catch (error) {
       if (error instanceof PlatformError && error.code === 'insufficient_balance') {
-        await noBalance(channel, conversation, inbound, text);
+        await noBalance(channel, conversation, inbound, owner, text);
         return 'done';
       }
       if (error instanceof PlatformError && error.code === 'shutting_down') return 'again';
+      if (!(error instanceof LlmError)) throw error;
       logger.warn({ err: error, conversationId: conversation.id, channelId: channel.id }, 'channel reply failed');
-      await pool.transaction(async (tx) => {
-        await queueMessage(tx, channel, conversation.id, inbound.customer, NOTICES.failed);
-        await markInboundDone(tx, inbound.id);
-      });
-      deps.sent();
+      await failed(channel, inbound, owner);
       return 'done';
     }
   }
 
-  async function handle(inbound: InboundRow): Promise<Handled> {
+  /** The customer is asked to write again: their message could not be answered. */
+  async function failed(channel: ChannelRow, inbound: InboundRow, owner: string, keepMessage = false): Promise<void> {
+    await pool.transaction(async (tx) => {
+      if (keepMessage) await insertMessage(tx, { conversationId: inbound.conversation_id, role: 'user', content: inbound.body });
+      await queueMessage(tx, channel, inbound.conversation_id, inbound.customer, NOTICES.failed);
+      await settleInbound(tx, inbound.id, owner);
+    });
+    deps.sent();
+  }
+
+  async function handle(inbound: InboundRow, owner: string): Promise<Handled> {
+    try {
+      return await handleHeld(inbound, owner);
+    } catch (error) {
+      // Another process holds the conversation now, and answers the message: nothing is left to do here.
+      if (error instanceof InboxLost) return 'lost';
+      throw error;
+    }
+  }
+
+  async function handleHeld(inbound: InboundRow, owner: string): Promise<Handled> {
     const [conversation, channel] = await Promise.all([findConversation(pool, inbound.conversation_id), channelById(pool, inbound.channel_id)]);
     if (!conversation || !channel) return 'skipped';
     if (inbound.message_id !== null) {
       const stored = inbound.message_id;
-      await pool.transaction((tx) => withdrawAttempt(tx, stored, conversation.user_id, (message) => refundMessage(tx, message, 'Answered again after a stop')));
+      const withdrawn = await pool.transaction((tx) => withdrawAttempt(tx, stored, conversation.user_id, (message) => refundMessage(tx, message, 'Answered again after a stop')));
+      // The earlier attempt's turn still holds the conversation: it is waited for (the inbox is given up, and taken up again by a sweep).
+      if (!withdrawn) return 'again';
     }
     const assistant = conversation.assistant_id === null ? null : await findAssistantWithTools(pool, conversation.user_id, conversation.assistant_id);
     // The do-not-call list speaks for SMS (STOP and START); WhatsApp customers block a business in WhatsApp itself.
     const out = channel.type === 'sms' && (await optedOut(pool, conversation.user_id, inbound.customer));
+    // A rented number that lapsed unpaid answers nothing (as for its calls): its messages wait in the history for the owner.
+    const lapsed = channel.phone_number_id !== null && !(await numberPaidUp(pool, channel.phone_number_id));
     // START (or YES, UNSTOP) opts a customer who opted out back in; from anyone else it is words for the assistant.
     if (inbound.kind === 'stop' || (inbound.kind === 'start' && out)) {
       await pool.transaction(async (tx) => {
         await setOptedOut(tx, conversation.user_id, inbound.customer, inbound.kind === 'stop');
         await insertMessage(tx, { conversationId: conversation.id, role: 'user', content: inbound.body });
-        await markInboundDone(tx, inbound.id);
+        await settleInbound(tx, inbound.id, owner);
       });
       logger.info({ conversationId: conversation.id, channelId: channel.id, keyword: inbound.kind }, 'customer opt-out keyword honoured');
       return 'done';
     }
     const words = inbound.kind === 'text' || inbound.kind === 'start';
-    // Kept with no answer: no assistant, an opted-out number, HELP (Twilio answers it itself), a
-    // reaction or anything else that asks nothing, and every message while AI is off.
-    if (!assistant || out || inbound.kind === 'help' || (!words && !NOTICE_KINDS.has(inbound.kind)) || !conversation.ai_enabled || (words && !inbound.body.trim())) {
-      await keep(channel, inbound, inbound.body);
+    // Kept with no answer: no assistant, an opted-out number, a lapsed number, HELP (Twilio answers
+    // it itself), a reaction or anything else that asks nothing, and every message while AI is off.
+    if (!assistant || out || lapsed || inbound.kind === 'help' || (!words && !NOTICE_KINDS.has(inbound.kind)) || !conversation.ai_enabled || (words && !inbound.body.trim())) {
+      await keep(channel, inbound, owner, inbound.body);
       return 'done';
     }
     void deps.adapters[channel.type].markRead?.(channel, inbound.external_id).catch((error: unknown) => logger.warn({ err: error, channelId: channel.id }, 'a message could not be marked read'));
-    if (words) return answer(channel, conversation, assistant, inbound, inbound.body);
+    if (words) return answer(channel, conversation, assistant, inbound, owner, inbound.body);
     // A voice note is transcribed (at the platform's cost) only when its answer can be paid for.
     if (inbound.kind === 'audio' && (await unreservedBalance(pool, conversation.user_id)) < prices.conversationMessage[conversation.type]) {
-      await noBalance(channel, conversation, inbound, inbound.body);
+      await noBalance(channel, conversation, inbound, owner, inbound.body);
       return 'done';
     }
     const text = inbound.kind === 'audio' ? await transcript(channel, assistant, inbound) : undefined;
     if (text === undefined) {
-      await keep(channel, inbound, inbound.body, NOTICES.notText);
+      await keep(channel, inbound, owner, inbound.body, NOTICES.notText);
       return 'done';
     }
-    return answer(channel, conversation, assistant, inbound, text);
+    return answer(channel, conversation, assistant, inbound, owner, text);
   }
 
   return {
     handle,
+
+    /**
+     * A message whose handling kept failing unexpectedly is passed over: it is kept in the history
+     * (uncharged) and the customer is asked to write again. @throws InboxLost, or the database's error
+     */
+    async giveUp(inbound: InboundRow, owner: string): Promise<void> {
+      const [channel, stored] = await Promise.all([channelById(pool, inbound.channel_id), inboundMessageOf(pool, inbound.id)]);
+      if (channel) await failed(channel, inbound, owner, stored === null);
+    },
 
     /**
      * The owner writes in a channel conversation as a human agent: stored in the history and sent

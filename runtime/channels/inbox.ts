@@ -16,10 +16,11 @@ import { abandonedInboxes, countFailedAttempt, markInboundDone, nextInbound, rec
 
 /**
  * What became of a message: `done` (its handler marked it so, in the transaction that stored what
- * it did), `skipped` (nothing was stored: the inbox marks it done), or `again` (cut short by a
- * stop: left waiting, so whoever holds the inbox next answers it).
+ * it did), `skipped` (nothing was stored: the inbox marks it done), `again` (cut short by a stop,
+ * or waiting for an earlier attempt's turn: left waiting, and the inbox given up, so whoever holds
+ * it next answers it), or `lost` (the inbox's lease lapsed and another process holds it now).
  */
-export type Handled = 'done' | 'skipped' | 'again';
+export type Handled = 'done' | 'skipped' | 'again' | 'lost';
 
 /**
  * Messages answered at once by one process, over all its conversations: the rest wait their turn
@@ -36,8 +37,13 @@ export interface InboxDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly sweeps?: SweepGate;
-  /** Answers one message; marks it done itself when it stores something in the same transaction, else `done` marks it. */
-  readonly handle: (message: InboundRow) => Promise<Handled>;
+  /**
+   * Answers one message while `owner` holds its conversation's inbox; marks it done itself, fenced
+   * by that lease, when it stores something in the same transaction (else `skipped` has the inbox mark it).
+   */
+  readonly handle: (message: InboundRow, owner: string) => Promise<Handled>;
+  /** Passes over a message that failed `MAX_ATTEMPTS` times (kept, the customer told); marks it done. */
+  readonly giveUp: (message: InboundRow, owner: string) => Promise<void>;
   /** @defaultValue 60 s */
   readonly leaseSeconds?: number;
   /** How often abandoned inboxes are looked for. @defaultValue 5 s */
@@ -53,12 +59,19 @@ export function createInbox(deps: InboxDeps) {
 
   async function drain(conversationId: string, owner: string): Promise<void> {
     let held = true;
+    // Renewals that fail past the lease's end leave the inbox to whoever takes it (the writes
+    // of a turn still running here are fenced by the lease, so they cannot land then either).
+    let heldUntil = clock.now() + leaseSeconds * 1000;
     const stopRenewing = clock.every((leaseSeconds * 1000) / 3, () => {
       renewInbox(pool, conversationId, owner, leaseSeconds).then(
         (still) => {
           if (!still) held = false;
+          else heldUntil = clock.now() + leaseSeconds * 1000;
         },
-        (error: unknown) => logger.warn({ err: error, conversationId }, 'could not renew the inbox'),
+        (error: unknown) => {
+          if (clock.now() >= heldUntil) held = false;
+          logger.warn({ err: error, conversationId }, 'could not renew the inbox');
+        },
       );
     });
     try {
@@ -75,7 +88,7 @@ export function createInbox(deps: InboxDeps) {
         }
         let outcome: Handled;
         try {
-          outcome = await answering.run(() => deps.handle(message));
+          outcome = await answering.run(() => deps.handle(message, owner));
         } catch (error) {
           // Tried again by the sweep (the inbox given up), a few times: one that keeps failing is passed over.
           const attempts = await countFailedAttempt(pool, message.id);
@@ -84,8 +97,15 @@ export function createInbox(deps: InboxDeps) {
             await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
             return;
           }
-          outcome = 'skipped';
+          outcome = await deps.giveUp(message, owner).then(
+            () => 'done' as const,
+            (failure: unknown) => {
+              logger.error({ err: failure, conversationId, inboundId: message.id }, 'a channel message was passed over without a notice');
+              return 'skipped' as const;
+            },
+          );
         }
+        if (outcome === 'lost') return;
         if (outcome === 'again') {
           // Cut short by a stop: the inbox is given up at once, for another process (or the next start).
           await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
@@ -109,7 +129,10 @@ export function createInbox(deps: InboxDeps) {
   async function sweep(): Promise<number> {
     if (stopping) return 0;
     let taken = 0;
-    for (const conversationId of await abandonedInboxes(pool, 100)) {
+    // Only as many as this process has room to answer: the other processes take the rest.
+    const room = ANSWERING_AT_ONCE - draining.size;
+    if (room <= 0) return 0;
+    for (const conversationId of await abandonedInboxes(pool, room)) {
       const owner = randomUUID();
       if (await takeInbox(pool, conversationId, owner, leaseSeconds)) {
         taken++;

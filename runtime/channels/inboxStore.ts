@@ -111,18 +111,30 @@ export async function nextInbound(db: CommonQueryMethods, conversationId: string
     WHERE i.conversation_id = ${conversationId} AND NOT i.done ORDER BY i.id LIMIT 1`);
 }
 
+/** Marks a message handled that nothing was stored for (no fence needed: there is nothing to undo). */
 export async function markInboundDone(db: CommonQueryMethods, id: number): Promise<void> {
   await db.query(sql.unsafe`UPDATE channel_inbound SET done = true WHERE id = ${id}`);
 }
 
 /**
- * Marks the message answered by the reply being saved. @throws when it was answered already (a
- * process whose inbox lease lapsed mid-turn, overtaken by another): that reply is not saved, and
- * its turn is refunded.
+ * The conversation's inbox is no longer this process's (its lease lapsed and another process took
+ * it): what was being stored for the message is not, and the other process answers it.
  */
-export async function answerInbound(db: CommonQueryMethods, id: number): Promise<void> {
-  const marked = await db.query(sql.unsafe`UPDATE channel_inbound SET done = true WHERE id = ${id} AND NOT done`);
-  if (marked.rowCount === 0) throw new Error('the channel message was answered elsewhere');
+export class InboxLost extends Error {
+  override readonly name = 'InboxLost';
+}
+
+/**
+ * Marks the message handled, in the transaction that stores what was done for it (a reply, a
+ * notice, the message kept), fenced by the inbox's lease: only while `owner` still holds the
+ * conversation's inbox and the message is not handled yet.
+ * @throws InboxLost otherwise: the transaction rolls back, and the process holding the inbox answers it.
+ */
+export async function settleInbound(db: CommonQueryMethods, id: number, owner: string): Promise<void> {
+  const marked = await db.query(sql.unsafe`
+    UPDATE channel_inbound i SET done = true FROM conversations c
+    WHERE i.id = ${id} AND NOT i.done AND c.id = i.conversation_id AND c.inbox_owner = ${owner}::uuid`);
+  if (marked.rowCount === 0) throw new InboxLost('the conversation inbox was taken over by another process');
 }
 
 /** Records the customer message the engine stored for it, in the transaction that stores it. */
@@ -130,26 +142,37 @@ export async function recordInboundMessage(db: CommonQueryMethods, id: number, m
   await db.query(sql.unsafe`UPDATE channel_inbound SET message_id = ${messageId} WHERE id = ${id}`);
 }
 
+/** The customer message stored in the history for it, if one is (none once an attempt's was withdrawn). */
+export async function inboundMessageOf(db: CommonQueryMethods, id: number): Promise<number | null> {
+  return db.oneFirst(sql.type(z.object({ message_id: z.number().nullable() }))`SELECT message_id FROM channel_inbound WHERE id = ${id}`);
+}
+
 /** An unexpected failure: counted, and @returns the attempts made so far. */
 export async function countFailedAttempt(db: CommonQueryMethods, id: number): Promise<number> {
   return db.oneFirst(sql.type(z.object({ attempts: z.number() }))`UPDATE channel_inbound SET attempts = attempts + 1 WHERE id = ${id} RETURNING attempts`);
 }
 
-const storedRow = z.object({ id: z.number(), conversation_id: z.string(), cost: z.number(), reply_pending: z.boolean() });
+const storedRow = z.object({ id: z.number(), conversation_id: z.string(), cost: z.number(), reply_pending: z.boolean(), turn_busy: z.boolean() });
 
 /**
  * Takes back the customer message an earlier attempt stored (its turn cut short by a stop or a
  * kill, no reply saved): its charge refunded if it is still held, the message removed, so the
  * attempt about to be made stores it once again and the history holds it once.
+ * @returns false, withdrawing nothing, while a turn still holds the conversation: the earlier
+ *   attempt may be running yet (a process whose inbox lease lapsed), and is waited for.
  */
-export async function withdrawAttempt(db: DatabaseTransactionConnection, messageId: number, userId: number, refund: (message: { conversationId: string; messageId: number; userId: number; cost: number }) => Promise<unknown>): Promise<void> {
+export async function withdrawAttempt(db: DatabaseTransactionConnection, messageId: number, userId: number, refund: (message: { conversationId: string; messageId: number; userId: number; cost: number }) => Promise<unknown>): Promise<boolean> {
   const stored = await db.maybeOne(sql.type(storedRow)`
-    SELECT id, conversation_id::text, cost::float8 AS cost, reply_pending FROM conversation_messages WHERE id = ${messageId} AND role = 'user' FOR UPDATE`);
+    SELECT m.id, m.conversation_id::text, m.cost::float8 AS cost, m.reply_pending, coalesce(c.turn_until > now(), false) AS turn_busy
+    FROM conversation_messages m JOIN conversations c ON c.id = m.conversation_id
+    WHERE m.id = ${messageId} AND m.role = 'user' FOR UPDATE`);
+  if (stored?.turn_busy) return false;
   // A charge settled otherwise (not held for a reply, not refunded) stays, with its message.
-  if (!stored || (!stored.reply_pending && stored.cost > 0)) return;
+  if (!stored || (!stored.reply_pending && stored.cost > 0)) return true;
   if (stored.reply_pending) await refund({ conversationId: stored.conversation_id, messageId, userId, cost: stored.cost });
   await db.query(sql.unsafe`DELETE FROM conversation_messages WHERE id = ${messageId}`);
   await db.query(sql.unsafe`UPDATE conversations SET message_count = message_count - 1 WHERE id = ${stored.conversation_id}`);
+  return true;
 }
 
 /** Conversations with messages waiting and no live process answering them (it stopped). */

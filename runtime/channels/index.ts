@@ -50,10 +50,11 @@ export async function createChannels(deps: ChannelsDeps) {
     pool,
     clock,
     logger,
-    async send(part) {
+    async send(part, stillHeld) {
       const channel = await channelById(pool, part.channel_id);
       if (!channel) throw new ChannelError('The channel was deleted', { retryable: false });
       if (channel.type === 'sms' && (await optedOut(pool, channel.user_id, part.recipient))) throw new ChannelError('Not sent: the customer opted out (STOP)', { retryable: false });
+      if (!(await stillHeld())) return null;
       try {
         return await adapters[channel.type].send(channel, part.recipient, part.body);
       } catch (error) {
@@ -64,7 +65,7 @@ export async function createChannels(deps: ChannelsDeps) {
     },
   });
   const answering = createAnswering({ pool, engine: deps.engine, adapters, logger, sent: () => outbox.wake(), notified: deps.wakeWebhooks, transcribe: deps.transcribe });
-  const inbox = createInbox({ pool, clock, logger, sweeps: deps.sweeps, handle: answering.handle, leaseSeconds: deps.inboxLeaseSeconds });
+  const inbox = createInbox({ pool, clock, logger, sweeps: deps.sweeps, handle: answering.handle, giveUp: answering.giveUp, leaseSeconds: deps.inboxLeaseSeconds });
   const receiving = createReceiving({ pool, clock, logger, inbox, channels: service });
   return {
     service,

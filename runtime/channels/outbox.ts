@@ -2,7 +2,7 @@ import type { DatabasePool } from 'slonik';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { ChannelError } from './errors.js';
-import { claimPart, partFailed, partSent, type OutboundRow } from './outboxStore.js';
+import { claimPart, partFailed, partSent, stillSending, type OutboundRow } from './outboxStore.js';
 
 /**
  * Sends what the outbox holds (outboxStore.ts): every process runs a few sending loops, woken when
@@ -17,8 +17,11 @@ export interface OutboxDeps {
   readonly pool: DatabasePool;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Sends a part on its channel. @returns the channel's id of the message. @throws ChannelError */
-  readonly send: (part: OutboundRow) => Promise<string>;
+  /**
+   * Sends a part on its channel, asking `stillHeld` right before the channel is called.
+   * @returns the channel's id of the message; null when the part was no longer this attempt's (nothing sent). @throws ChannelError
+   */
+  readonly send: (part: OutboundRow, stillHeld: () => Promise<boolean>) => Promise<string | null>;
   /** Parts sent at once by this process. @defaultValue 4 */
   readonly concurrency?: number;
   /** @defaultValue 1 000 ms */
@@ -34,9 +37,13 @@ export function createOutbox(deps: OutboxDeps) {
   const idleWaiters: Array<() => void> = [];
 
   async function sendOne(part: OutboundRow): Promise<void> {
-    let externalId: string;
+    let externalId: string | null;
     try {
-      externalId = await deps.send(part);
+      externalId = await deps.send(part, () => stillSending(pool, part));
+      if (externalId === null) {
+        logger.info({ partId: part.id, conversationId: part.conversation_id, attempt: part.attempts }, 'a channel message was taken over by another attempt before it was sent');
+        return;
+      }
     } catch (error) {
       const retryable = !(error instanceof ChannelError) || error.retryable;
       const delay = retryable ? RETRY_DELAYS_MS[part.attempts - 1] : undefined;

@@ -55,6 +55,17 @@ export async function claimPart(db: CommonQueryMethods): Promise<OutboundRow | n
     RETURNING o.id, o.channel_id, o.conversation_id::text, o.message_id, o.recipient, o.body, o.attempts`);
 }
 
+/**
+ * Right before the channel is asked: the part is still this attempt's (its lease had not lapsed
+ * to another process's claim), and its lease is renewed for the send. @returns false otherwise.
+ */
+export async function stillSending(db: CommonQueryMethods, part: OutboundRow): Promise<boolean> {
+  const renewed = await db.query(sql.unsafe`
+    UPDATE channel_outbound SET lease_until = now() + make_interval(secs => ${OUTBOX_LEASE_SECONDS})
+    WHERE id = ${part.id} AND state = 'sending' AND attempts = ${part.attempts}`);
+  return renewed.rowCount > 0;
+}
+
 const STATE_RANK = sql.fragment`(CASE state WHEN 'queued' THEN 0 WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3 ELSE 4 END)`;
 
 /** The message's delivery status from its parts. */
@@ -70,12 +81,18 @@ async function refreshMessage(db: CommonQueryMethods, messageId: number): Promis
     ) s WHERE m.id = ${messageId} AND s.status IS NOT NULL`);
 }
 
-/** The channel took the part under its id (recorded only by the attempt that holds it: `attempts` fences a lapsed one) (null: an id that could not be kept; its status reports are then not matched). */
+/**
+ * The channel took the part under its id (recorded only by the attempt that holds it: `attempts`
+ * fences a lapsed one; null: an id that could not be kept, whose status reports are then not
+ * matched), then the reports on that id that came first. `db` is the pool: each statement commits
+ * on its own, which `applyStatus` relies on.
+ */
 export async function partSent(db: CommonQueryMethods, part: OutboundRow, externalId: string | null): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE channel_outbound SET state = 'sent', external_id = ${externalId}, lease_until = NULL, last_error = NULL
     WHERE id = ${part.id} AND state = 'sending' AND attempts = ${part.attempts}`);
   await refreshMessage(db, part.message_id);
+  if (externalId !== null) await applyEarly(db, part.channel_id, externalId);
 }
 
 /** The attempt failed: tried again after `retryInMs`, or failed for good when it is null. */
@@ -87,11 +104,36 @@ export async function partFailed(db: CommonQueryMethods, part: OutboundRow, erro
   await refreshMessage(db, part.message_id);
 }
 
+type ReportedStatus = 'sent' | 'delivered' | 'read' | 'failed';
+
 /**
  * A status report from the channel about one of its ids: moves the part forward (never back;
- * `failed` at any point). @returns whether a part of the channel had that id.
+ * `failed` at any point). A report on an id no part has yet is kept for a while: the part may be
+ * being recorded with it (`partSent`). `db` is the pool: the report is kept (committed) before
+ * the part is looked for again, and `partSent` records the id (committed) before it looks for
+ * reports, so one of the two always sees the other.
+ * @returns whether a part of the channel had that id.
  */
-export async function applyStatus(db: CommonQueryMethods, channelId: number, externalId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string): Promise<boolean> {
+export async function applyStatus(db: CommonQueryMethods, channelId: number, externalId: string, status: ReportedStatus, error?: string): Promise<boolean> {
+  if (await applyKnown(db, channelId, externalId, status, error)) return true;
+  await db.query(sql.unsafe`DELETE FROM channel_early_statuses WHERE received_at < now() - interval '10 minutes'`);
+  await db.query(sql.unsafe`
+    INSERT INTO channel_early_statuses (channel_id, external_id, status, error)
+    VALUES (${channelId}, ${externalId}, ${status}, ${error === undefined ? null : storableText(error)})`);
+  if (await db.exists(sql.unsafe`SELECT 1 FROM channel_outbound WHERE channel_id = ${channelId} AND external_id = ${externalId}`)) await applyEarly(db, channelId, externalId);
+  return false;
+}
+
+const earlyRow = z.object({ status: z.enum(['sent', 'delivered', 'read', 'failed']), error: z.string().nullable() });
+
+/** Applies (once: they are taken off as they are read) the reports kept for an id before its part had it. */
+async function applyEarly(db: CommonQueryMethods, channelId: number, externalId: string): Promise<void> {
+  const early = await db.any(sql.type(earlyRow)`
+    DELETE FROM channel_early_statuses WHERE channel_id = ${channelId} AND external_id = ${externalId} RETURNING status, error`);
+  for (const report of early) await applyKnown(db, channelId, externalId, report.status, report.error ?? undefined);
+}
+
+async function applyKnown(db: CommonQueryMethods, channelId: number, externalId: string, status: ReportedStatus, error?: string): Promise<boolean> {
   const rank = { sent: 1, delivered: 2, read: 3, failed: 4 }[status];
   const messageId = await db.maybeOneFirst(sql.type(z.object({ message_id: z.number() }))`
     WITH part AS (SELECT id, message_id FROM channel_outbound WHERE channel_id = ${channelId} AND external_id = ${externalId})

@@ -94,11 +94,16 @@ export async function channelOfConversation(db: CommonQueryMethods, conversation
   return { channel, customer };
 }
 
-const numberRow = z.object({ id: z.number(), phone_number: z.string(), sms_capable: z.boolean(), type: z.string() });
+const numberRow = z.object({ id: z.number(), phone_number: z.string(), sms_capable: z.boolean(), type: z.string(), carrier: z.string() });
 
 /** One of the user's numbers, for an SMS channel. */
 export async function ownedNumber(db: CommonQueryMethods, userId: number, id: number) {
-  return db.maybeOne(sql.type(numberRow)`SELECT id, phone_number, sms_capable, type FROM phone_numbers WHERE id = ${id} AND user_id = ${userId}`);
+  return db.maybeOne(sql.type(numberRow)`SELECT id, phone_number, sms_capable, type, carrier FROM phone_numbers WHERE id = ${id} AND user_id = ${userId}`);
+}
+
+/** Whether an SMS channel's number is paid for (a rented number that lapsed unpaid answers nothing, as for calls). */
+export async function numberPaidUp(db: CommonQueryMethods, phoneNumberId: number): Promise<boolean> {
+  return db.exists(sql.unsafe`SELECT 1 FROM phone_numbers WHERE id = ${phoneNumberId} AND (paid_until IS NULL OR has_active_subscription)`);
 }
 
 /** Whether the owner's do-not-contact list (the campaigns' do-not-call list) has the number. */

@@ -75,6 +75,7 @@ export function createChannelService(deps: {
       const number = await ownedNumber(pool, userId, id);
       if (!number) throw ValidationError.field('phone_number_id', 'The selected phone number id is invalid.');
       if (!number.sms_capable || number.type === 'caller_id') throw ValidationError.field('phone_number_id', 'The selected number cannot receive SMS.');
+      if (number.carrier !== 'twilio') throw ValidationError.field('phone_number_id', `SMS channels send through Twilio Messaging: this number is on ${number.carrier}.`);
       return { assistantId, address: number.phone_number, phoneNumberId: number.id, sealedSecrets: null, verifyTokenDigest: null };
     }
     const raw = input.phone_number_id;

@@ -109,6 +109,8 @@ export function createConversationEngine(deps: EngineDeps) {
   const shuttingDown = () => new PlatformError('shutting_down', { headers: { 'Retry-After': '5' } });
   /** Messages queued or being answered, over every actor. */
   let busy = 0;
+  /** Rejects each message still queued or being answered: at a stop, past its wait, none is left hanging. */
+  const unsettled = new Set<(error: unknown) => void>();
   const quietWaiters: Array<() => void> = [];
 
   function holdingTurn(conversationId: string, owner: string): void {
@@ -182,7 +184,7 @@ export function createConversationEngine(deps: EngineDeps) {
       actors: {
         accept: fromPromise(async ({ input }: { input: { setup: ConversationSetup; job: Job } }) => {
           const { setup: s, job } = input;
-          let accepted: { messageId: number; aiEnabled: boolean } | undefined;
+          let accepted: { messageId: number; aiEnabled: boolean; charged: number } | undefined;
           const owner = randomUUID();
           const waitUntil = clock.now() + waitForTurnMs;
           for (let waitMs = 25; ; waitMs = Math.min(waitMs * 2, 500)) {
@@ -193,20 +195,21 @@ export function createConversationEngine(deps: EngineDeps) {
               if (state.turn_busy) return undefined;
               // Messages this actor has not seen (written by another process) join its history.
               if (state.message_count !== s.history.length) s.history.splice(0, s.history.length, ...historyOf(await listMessages(tx, s.conversationId)));
+              const price = state.ai_enabled || !job.hooks?.chargeOnlyAnswered ? s.price : 0;
               const message = await insertMessage(tx, {
                 conversationId: s.conversationId,
                 role: 'user',
                 content: job.text,
-                cost: s.price,
-                replyPending: state.ai_enabled && s.price > 0,
+                cost: price,
+                replyPending: state.ai_enabled && price > 0,
                 turn: state.ai_enabled ? { takes: owner, seconds: TURN_LEASE_SECONDS } : undefined,
               });
               await job.hooks?.accepted?.(tx, message.id);
               // Not out of what the owner's live calls hold: they may be running on other processes.
-              if (s.price > 0) {
-                await postUnreservedDebit(tx, { userId: s.ownerId, amount: -s.price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
+              if (price > 0) {
+                await postUnreservedDebit(tx, { userId: s.ownerId, amount: -price, kind: 'conversation_message', reference: String(message.id), reason: `Message in conversation ${s.conversationId}` });
               }
-              return { messageId: message.id, aiEnabled: state.ai_enabled };
+              return { messageId: message.id, aiEnabled: state.ai_enabled, charged: price };
             });
             if (accepted) break;
             if (clock.now() > waitUntil) throw new LlmError('another reply in this conversation is still being written', true);
@@ -220,7 +223,7 @@ export function createConversationEngine(deps: EngineDeps) {
             const passages = await deps.knowledge.search(s.ownerId, s.promptKnowledgebaseId, job.text, 3).catch(() => []);
             if (passages.length > 0) systemPrompt += `\n\n${knowledgeSection(passages)}`;
           }
-          return { messageId: accepted.messageId, charged: s.price, aiEnabled: accepted.aiEnabled, systemPrompt, deadline: clock.now() + turnMs };
+          return { messageId: accepted.messageId, charged: accepted.charged, aiEnabled: accepted.aiEnabled, systemPrompt, deadline: clock.now() + turnMs };
         }),
 
         think: fromPromise(async ({ input }: { input: { setup: ConversationSetup; turn: Turn } }): Promise<ThinkOutput> => {
@@ -366,7 +369,18 @@ export function createConversationEngine(deps: EngineDeps) {
         entry.busy++;
         entry.lastUsed = clock.now();
         try {
-          return await new Promise<TurnResult>((resolve, reject) => entry.actor.send({ type: 'message', job: { text, hooks, resolve, reject } }));
+          return await new Promise<TurnResult>((resolve, reject) => {
+            const abandon = (error: unknown) => {
+              unsettled.delete(abandon);
+              reject(error);
+            };
+            unsettled.add(abandon);
+            const settled = <T>(settle: (value: T) => void) => (value: T) => {
+              unsettled.delete(abandon);
+              settle(value);
+            };
+            entry.actor.send({ type: 'message', job: { text, hooks, resolve: settled(resolve), reject: settled(reject) } });
+          });
         } finally {
           entry.busy--;
           entry.lastUsed = clock.now();
@@ -406,7 +420,15 @@ export function createConversationEngine(deps: EngineDeps) {
       stopping.abort();
       // A tool call under way finishes first (it has its own time limit); not waited for past this.
       await within(this.quiet(), STOP_TURNS_MS);
-      for (const conversationId of [...turns.keys()]) leavingTurn(conversationId);
+      // What is still queued or running is cut short: its caller hears so now, and its turn is
+      // given up (another process answers the message; its charge is refunded there or by the sweep).
+      for (const abandon of [...unsettled]) abandon(shuttingDown());
+      await Promise.all(
+        [...turns.keys()].map((conversationId) => {
+          const owner = leavingTurn(conversationId);
+          return owner ? holdTurn(pool, conversationId, owner, null).catch((error: unknown) => logger.warn({ err: error, conversationId }, 'could not give the turn up')) : undefined;
+        }),
+      );
       stopSweeper();
       stopRefundSweep();
       for (const entry of live.values()) entry.actor.stop();

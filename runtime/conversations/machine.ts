@@ -22,6 +22,8 @@ export interface TurnResult {
 
 /** What a caller does in the turn's own transactions (a channel records its message and queues the reply's delivery). */
 export interface TurnHooks {
+  /** Charge the message only when the assistant is to answer it (AI on when it is accepted): a channel's rule; the widget charges every message. */
+  readonly chargeOnlyAnswered?: boolean;
   /** In the transaction that stores the user message and its charge. */
   readonly accepted?: (tx: DatabaseTransactionConnection, messageId: number) => Promise<void>;
   /** In the transaction that stores the reply; a throw leaves the reply unsaved and the turn refunded. */

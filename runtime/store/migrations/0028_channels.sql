@@ -82,3 +82,16 @@ CREATE INDEX channel_outbound_conversation ON channel_outbound (conversation_id,
 CREATE INDEX channel_outbound_channel ON channel_outbound (channel_id);
 CREATE INDEX channel_outbound_conversation_all ON channel_outbound (conversation_id);
 CREATE UNIQUE INDEX channel_outbound_external ON channel_outbound (channel_id, external_id) WHERE external_id IS NOT NULL;
+
+-- Status reports that came before their part was recorded with the channel's id (the vendor's
+-- webhook may outrun the send's own write): applied when it is, dropped after ten minutes
+-- (reports on messages sent from the number by other software are never matched).
+CREATE TABLE channel_early_statuses (
+  channel_id  bigint NOT NULL REFERENCES channels (id) ON DELETE CASCADE,
+  external_id text NOT NULL,
+  status      text NOT NULL CHECK (status IN ('sent', 'delivered', 'read', 'failed')),
+  error       text,
+  received_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX channel_early_statuses_id ON channel_early_statuses (channel_id, external_id);
+CREATE INDEX channel_early_statuses_age ON channel_early_statuses (received_at);
