@@ -138,6 +138,8 @@ export interface RuntimeOptions {
   readonly conversationTurnLeaseSeconds?: number;
   /** How long a process holds a channel conversation's inbox between renewals (tests shorten it). @defaultValue 60 s */
   readonly channelInboxLeaseSeconds?: number;
+  /** How often abandoned channel inboxes are looked for (tests lengthen it). @defaultValue 5 s */
+  readonly channelInboxSweepMs?: number;
   /** Waits between attempts to save a call's end, the last repeating (tests shorten them). */
   readonly callEndRetryMs?: readonly number[];
 }
@@ -243,6 +245,7 @@ export async function startRuntime(config: Config, logger: Logger, options: Runt
     wakeWebhooks: () => webhookWorker.wake(),
     transcribe: createFileTranscriber({ speech: config.speech, catalog, logger: logger.child({ component: 'channels' }) }),
     inboxLeaseSeconds: options.channelInboxLeaseSeconds,
+    inboxSweepMs: options.channelInboxSweepMs,
   });
   const recordings = { dir: join(config.dataDir, 'recordings'), secret: await recordingSecret(db, config.dataDir, logger.child({ component: 'calls' })) };
   const signedRecordingUrl = (callId: number) => recordingUrl(publicUrl(), recordings.secret, callId, clock.now());

@@ -8,9 +8,10 @@
  *    the model hold the message once.
  * 3. a server process killed (SIGKILL) mid-reply: once its leases lapse, another process answers
  *    the message; the customer receives one reply, is charged once, and the history holds it once.
- * 4. a process whose inbox lease lapsed mid-reply (its renewals failing) and was taken over: the
- *    other process waits for its turn rather than answer beside it; the late reply is not stored
- *    nor sent (no apology either), and the message is answered once, charged once.
+ * 4. a process whose inbox lease lapsed mid-reply (its renewals failing): no sweep takes the
+ *    conversation while its turn runs, and a process the customer's next message takes it waits
+ *    for the turn rather than answer beside it; the late reply is not stored nor sent (no apology
+ *    either), and both messages are answered once each, in order, charged once each.
  * 5. a process stopped while a tool call of its reply hangs: the stop ends (the turn cut short
  *    after its 10 s), and another process answers the message once, charged once.
  */
@@ -149,24 +150,29 @@ t.test('an inbox taken over mid-reply: the late reply is dropped, the message an
   const b = await startTestPlatform(t, settings(a.databaseUrl));
   const owner = await channelOwner(a, '1004');
   let release!: () => void;
-  llm.scriptChat({ text: 'Too late to count.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answered once.' });
+  llm.scriptChat({ text: 'Too late to count.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answered once.' }, { text: 'And the second.' });
   const asked = llm.requests.length;
   const before = await balanceOf(a, owner.token);
   t.equal(await notify(a.origin, '1004', '+15557770004', 'Is anyone there?'), 200);
   await llm.received(asked + 1);
   // A's renewals failed for a whole lease: its inbox lapsed, though its turn is still running.
   await withClient(a.databaseUrl, (db) => db.query("UPDATE conversations SET inbox_until = now() - interval '1 second' WHERE customer_phone = '+15557770004'"));
-  t.equal(await channelsOf(b).takeAbandoned(), 1, 'the other process takes the inbox');
+  t.equal(await channelsOf(b).takeAbandoned(), 0, 'no sweep takes a conversation whose turn still runs');
+  t.equal(await notify(b.origin, '1004', '+15557770004', 'Hello??'), 200, 'the customer writes again, to the other process, which takes the lapsed inbox');
   await channelsOf(b).idle();
   t.equal(llm.requests.length, asked + 1, 'but waits for the turn still running: it does not answer beside it');
   release();
   await channelsOf(a).idle();
   t.same(sentTo('+15557770004'), [], 'the overtaken reply is neither sent nor followed by an apology');
-  t.equal(await channelsOf(b).takeAbandoned(), 1, 'the message is taken up again');
+  t.equal(await channelsOf(b).takeAbandoned(), 1, 'the turn over, the conversation is taken up');
   await channelsOf(b).idle();
-  t.same(sentTo('+15557770004'), ['Answered once.']);
-  t.same(await historyOf(b, owner.token, '+15557770004'), ['user: Is anyone there?', 'assistant: Answered once.'], 'the history holds it once');
-  t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.01, 'charged once');
+  t.same(sentTo('+15557770004'), ['Answered once.', 'And the second.']);
+  t.same(
+    await historyOf(b, owner.token, '+15557770004'),
+    ['user: Is anyone there?', 'assistant: Answered once.', 'user: Hello??', 'assistant: And the second.'],
+    'the history holds each once, in order',
+  );
+  t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.02, 'each charged once');
 });
 
 t.test('a stop while a tool call hangs ends, and the message is answered elsewhere', async (t) => {

@@ -7,7 +7,9 @@
  *    the history (not charged) and the customer asked to write again.
  * 3. a message taken while AI is on but accepted once the owner turned it off is kept uncharged
  *    (the engine's rule for channels), while a widget message is charged as ever.
- * 4. a reply part whose sending lease lapsed to another attempt is not sent by the first: the
+ * 4. a backlog of abandoned conversations (more than one sweep has room for) is taken up as room
+ *    is made, not one sweep period at a time.
+ * 5. a reply part whose sending lease lapsed to another attempt is not sent by the first: the
  *    check right before the channel is asked says so (and renews the lease of the attempt holding it).
  */
 import t from 'tap';
@@ -27,10 +29,12 @@ const FAILED_NOTICE = "Sorry, I couldn't answer that just now. Please send your 
 const llm = await startFakeOpenAi(t);
 const graph = await startWhatsAppFake({ [PHONE_ID]: TOKEN });
 t.teardown(() => graph.close());
-const api = await startTestPlatform(t, {
-  llmProviders: { openai: { baseUrl: llm.baseUrl, apiKey: 'sk-test' } },
-  channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: undefined },
-});
+// Abandoned inboxes are looked for only when a test says so (takeAbandoned), or when room is made.
+const api = await startTestPlatform(
+  t,
+  { llmProviders: { openai: { baseUrl: llm.baseUrl, apiKey: 'sk-test' } }, channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: undefined } },
+  { channelInboxSweepMs: 3_600_000 },
+);
 const owner = await api.user('Owner');
 await api.credit(owner.id, 10);
 const assistant = await api.assistant(owner.token);
@@ -125,6 +129,23 @@ t.test('AI turned off before the message is accepted: kept, not charged', async 
   await api.request('PATCH', `/user/conversations/${widget}`, { token: owner.token, body: { ai_enabled: false } });
   await api.request('POST', `/conversations/${widget}/messages`, { body: { message: 'Anyone?' } });
   t.equal(await spent(before), 0.01, 'a widget message is charged, AI or not, as before');
+});
+
+t.test('a backlog of abandoned conversations is taken up as fast as it is answered', async (t) => {
+  const customers = Array.from({ length: 20 }, (_, i) => `+1555444${String(i).padStart(4, '0')}`);
+  for (const customer of customers) await write(customer, 'First');
+  const channelId = created.body.data.id as number;
+  // Messages a stopped process kept and gave up (after a restart, say): more than one sweep has room for.
+  await sql(
+    `INSERT INTO channel_inbound (channel_id, external_id, conversation_id, kind, body)
+     SELECT $1, 'wamid.backlog.' || c.customer_phone, c.id, 'text', 'Still there?' FROM conversations c WHERE c.customer_phone = ANY($2)`,
+    [channelId, customers],
+  );
+  const sent = graph.sent.length;
+  t.equal(await channels.takeAbandoned(), 8, 'one sweep takes what this process has room to answer');
+  await channels.idle();
+  t.equal(graph.sent.length - sent, 20, 'and room made takes the rest up, with no wait for the next sweep');
+  t.equal((await sql('SELECT count(*)::int AS n FROM channel_inbound WHERE NOT done')).rows[0].n, 0);
 });
 
 t.test('a part whose lease lapsed to another attempt is not sent by the first', async (t) => {

@@ -118,10 +118,17 @@ export function createInbox(deps: InboxDeps) {
     }
   }
 
+  /** The last sweep found as many waiting conversations as it had room for: there may be more. */
+  let backlog = false;
+
   function start(conversationId: string, owner: string): void {
     const run: Promise<void> = drain(conversationId, owner)
       .catch((error: unknown) => logger.error({ err: error, conversationId }, 'a conversation inbox stopped'))
-      .finally(() => draining.delete(run));
+      .finally(() => {
+        draining.delete(run);
+        // Room was made: a backlog (after a restart, say) is taken up as fast as it is answered, not a sweep period at a time.
+        if (backlog && !stopping) void sweepSafely();
+      });
     draining.add(run);
   }
 
@@ -132,7 +139,9 @@ export function createInbox(deps: InboxDeps) {
     // Only as many as this process has room to answer: the other processes take the rest.
     const room = ANSWERING_AT_ONCE - draining.size;
     if (room <= 0) return 0;
-    for (const conversationId of await abandonedInboxes(pool, room)) {
+    const waiting = await abandonedInboxes(pool, room);
+    backlog = waiting.length === room;
+    for (const conversationId of waiting) {
       const owner = randomUUID();
       if (await takeInbox(pool, conversationId, owner, leaseSeconds)) {
         taken++;
@@ -141,7 +150,14 @@ export function createInbox(deps: InboxDeps) {
     }
     return taken;
   }
-  const sweepSafely = () => sweep().catch((error: unknown) => logger.error({ err: error }, 'abandoned conversation inboxes could not be taken up'));
+  const sweeping = new Set<Promise<unknown>>();
+  const sweepSafely = () => {
+    const run = sweep()
+      .catch((error: unknown) => logger.error({ err: error }, 'abandoned conversation inboxes could not be taken up'))
+      .finally(() => sweeping.delete(run));
+    sweeping.add(run);
+    return run;
+  };
   let stopSweeps: (() => void) | undefined;
 
   return {
@@ -167,9 +183,9 @@ export function createInbox(deps: InboxDeps) {
 
     sweep,
 
-    /** Resolves once no conversation is being answered here. */
+    /** Resolves once no conversation is being answered, nor looked for, here. */
     async idle(): Promise<void> {
-      while (draining.size > 0) await Promise.all([...draining]);
+      while (draining.size > 0 || sweeping.size > 0) await Promise.all([...draining, ...sweeping]);
     },
 
     /** The first step of a stop: no new message is taken up here; conversations being answered give their inbox up after the message at hand. */

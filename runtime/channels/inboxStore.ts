@@ -175,11 +175,15 @@ export async function withdrawAttempt(db: DatabaseTransactionConnection, message
   return true;
 }
 
-/** Conversations with messages waiting and no live process answering them (it stopped). */
+/**
+ * Conversations with messages waiting and no live process answering them (it stopped). One whose
+ * turn is still held is left until the turn ends or lapses: the attempt that holds it may yet be
+ * running (see `withdrawAttempt`).
+ */
 export async function abandonedInboxes(db: CommonQueryMethods, limit: number): Promise<readonly string[]> {
   return db.anyFirst(sql.type(z.object({ id: z.string() }))`
     SELECT DISTINCT i.conversation_id AS id FROM channel_inbound i JOIN conversations c ON c.id = i.conversation_id
-    WHERE NOT i.done AND (c.inbox_until IS NULL OR c.inbox_until < now())
+    WHERE NOT i.done AND (c.inbox_until IS NULL OR c.inbox_until < now()) AND (c.turn_until IS NULL OR c.turn_until < now())
     LIMIT ${limit}`);
 }
 

@@ -36,6 +36,8 @@ export interface ChannelsDeps {
   readonly transcribe?: (assistant: AssistantWithTools, audio: { bytes: Buffer; mimeType: string }) => Promise<string | undefined>;
   /** How long a process holds a conversation's inbox between renewals (tests shorten it). @defaultValue 60 s */
   readonly inboxLeaseSeconds?: number;
+  /** How often abandoned inboxes are looked for (tests lengthen it, to see what else takes them up). @defaultValue 5 s */
+  readonly inboxSweepMs?: number;
 }
 
 export const SMS_STATUS_PATH = '/api/channels/twilio/sms/status';
@@ -65,7 +67,7 @@ export async function createChannels(deps: ChannelsDeps) {
     },
   });
   const answering = createAnswering({ pool, engine: deps.engine, adapters, logger, sent: () => outbox.wake(), notified: deps.wakeWebhooks, transcribe: deps.transcribe });
-  const inbox = createInbox({ pool, clock, logger, sweeps: deps.sweeps, handle: answering.handle, giveUp: answering.giveUp, leaseSeconds: deps.inboxLeaseSeconds });
+  const inbox = createInbox({ pool, clock, logger, sweeps: deps.sweeps, handle: answering.handle, giveUp: answering.giveUp, leaseSeconds: deps.inboxLeaseSeconds, sweepMs: deps.inboxSweepMs });
   const receiving = createReceiving({ pool, clock, logger, inbox, channels: service });
   return {
     service,
