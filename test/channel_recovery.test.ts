@@ -158,7 +158,7 @@ t.test('a part whose lease lapsed to another attempt is not sent by the first', 
   const pool = api.platform.runtime.pool;
   const taken = (await claimPart(pool))!;
   t.match(taken, { id: partId, attempts: 2 }, 'another attempt claims the lapsed part');
-  t.equal(await stillSending(pool, { ...taken, attempts: 1 }), false, 'the first attempt learns it is not its to send');
-  t.equal(await stillSending(pool, taken), true, 'the attempt holding it goes on');
+  t.equal(await stillSending(pool, { ...taken, attempts: 1 }), null, 'the first attempt learns it is not its to send');
+  t.match(await stillSending(pool, taken), { id: created.body.data.id, type: 'whatsapp' }, 'the attempt holding it goes on, with its channel');
   t.ok((await sql('SELECT lease_until > now() + interval \'20 seconds\' AS renewed FROM channel_outbound WHERE id = $1', [partId])).rows[0].renewed, 'its lease renewed for the send');
 });

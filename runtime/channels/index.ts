@@ -11,7 +11,7 @@ import { ChannelError } from './errors.js';
 import { createInbox } from './inbox.js';
 import { createOutbox } from './outbox.js';
 import { createReceiving } from './receiving.js';
-import { channelById, optedOut, setOptedOut } from './repository.js';
+import { optedOut, setOptedOut } from './repository.js';
 import { TWILIO_UNSUBSCRIBED } from './sms/wire.js';
 import { createGraphClient } from './whatsapp/wire.js';
 import { channelSecretsKey, createSealer } from './sealing.js';
@@ -52,11 +52,8 @@ export async function createChannels(deps: ChannelsDeps) {
     pool,
     clock,
     logger,
-    async send(part, stillHeld) {
-      const channel = await channelById(pool, part.channel_id);
-      if (!channel) throw new ChannelError('The channel was deleted', { retryable: false });
+    async send(part, channel) {
       if (channel.type === 'sms' && (await optedOut(pool, channel.user_id, part.recipient))) throw new ChannelError('Not sent: the customer opted out (STOP)', { retryable: false });
-      if (!(await stillHeld())) return null;
       try {
         return await adapters[channel.type].send(channel, part.recipient, part.body);
       } catch (error) {

@@ -2,6 +2,7 @@ import type { DatabasePool } from 'slonik';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { ChannelError } from './errors.js';
+import type { ChannelRow } from './repository.js';
 import { claimPart, partFailed, partSent, stillSending, type OutboundRow } from './outboxStore.js';
 
 /**
@@ -17,11 +18,8 @@ export interface OutboxDeps {
   readonly pool: DatabasePool;
   readonly clock: Clock;
   readonly logger: Logger;
-  /**
-   * Sends a part on its channel, asking `stillHeld` right before the channel is called.
-   * @returns the channel's id of the message; null when the part was no longer this attempt's (nothing sent). @throws ChannelError
-   */
-  readonly send: (part: OutboundRow, stillHeld: () => Promise<boolean>) => Promise<string | null>;
+  /** Sends a part on its channel. @returns the channel's id of the message. @throws ChannelError */
+  readonly send: (part: OutboundRow, channel: ChannelRow) => Promise<string>;
   /** Parts sent at once by this process. @defaultValue 4 */
   readonly concurrency?: number;
   /** @defaultValue 1 000 ms */
@@ -37,13 +35,15 @@ export function createOutbox(deps: OutboxDeps) {
   const idleWaiters: Array<() => void> = [];
 
   async function sendOne(part: OutboundRow): Promise<void> {
-    let externalId: string | null;
+    // Asked right before the channel is: the claim may have lapsed to another attempt meanwhile.
+    const channel = await stillSending(pool, part);
+    if (!channel) {
+      logger.info({ partId: part.id, conversationId: part.conversation_id, attempt: part.attempts }, 'a channel message was taken over by another attempt before it was sent');
+      return;
+    }
+    let externalId: string;
     try {
-      externalId = await deps.send(part, () => stillSending(pool, part));
-      if (externalId === null) {
-        logger.info({ partId: part.id, conversationId: part.conversation_id, attempt: part.attempts }, 'a channel message was taken over by another attempt before it was sent');
-        return;
-      }
+      externalId = await deps.send(part, channel);
     } catch (error) {
       const retryable = !(error instanceof ChannelError) || error.retryable;
       const delay = retryable ? RETRY_DELAYS_MS[part.attempts - 1] : undefined;

@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { storableText } from '../store/text.js';
+import { channelRow, type ChannelRow } from './repository.js';
 
 /**
  * The outbox's statements: each message to a customer is kept, in the transaction that stores it,
@@ -57,20 +58,21 @@ export async function claimPart(db: CommonQueryMethods): Promise<OutboundRow | n
 
 /**
  * Right before the channel is asked: the part is still this attempt's (its lease had not lapsed
- * to another process's claim), and its lease is renewed for the send. @returns false otherwise.
+ * to another process's claim), and its lease is renewed for the send.
+ * @returns the part's channel; null when the part is no longer this attempt's (or its channel was deleted, and the part with it).
  */
-export async function stillSending(db: CommonQueryMethods, part: OutboundRow): Promise<boolean> {
-  const renewed = await db.query(sql.unsafe`
-    UPDATE channel_outbound SET lease_until = now() + make_interval(secs => ${OUTBOX_LEASE_SECONDS})
-    WHERE id = ${part.id} AND state = 'sending' AND attempts = ${part.attempts}`);
-  return renewed.rowCount > 0;
+export async function stillSending(db: CommonQueryMethods, part: OutboundRow): Promise<ChannelRow | null> {
+  return db.maybeOne(sql.type(channelRow)`
+    UPDATE channel_outbound o SET lease_until = now() + make_interval(secs => ${OUTBOX_LEASE_SECONDS})
+    FROM channels c
+    WHERE o.id = ${part.id} AND o.state = 'sending' AND o.attempts = ${part.attempts} AND c.id = o.channel_id
+    RETURNING c.id, c.user_id, c.assistant_id, c.type, c.address, c.phone_number_id, c.sealed_secrets, c.created_at, c.updated_at`);
 }
 
 const STATE_RANK = sql.fragment`(CASE state WHEN 'queued' THEN 0 WHEN 'sending' THEN 0 WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3 ELSE 4 END)`;
 
 /** The message's delivery status from its parts. */
-async function refreshMessage(db: CommonQueryMethods, messageId: number): Promise<void> {
-  await db.query(sql.unsafe`
+const refreshed = (messageId: number) => sql.fragment`
     UPDATE conversation_messages m SET delivery_status = s.status FROM (
       SELECT CASE WHEN bool_or(state = 'failed') THEN 'failed'
         WHEN bool_or(state IN ('queued', 'sending')) THEN 'pending'
@@ -78,7 +80,10 @@ async function refreshMessage(db: CommonQueryMethods, messageId: number): Promis
         WHEN bool_and(state IN ('delivered', 'read')) THEN 'delivered'
         ELSE 'sent' END AS status
       FROM channel_outbound WHERE message_id = ${messageId}
-    ) s WHERE m.id = ${messageId} AND s.status IS NOT NULL`);
+    ) s WHERE m.id = ${messageId} AND s.status IS NOT NULL`;
+
+async function refreshMessage(db: CommonQueryMethods, messageId: number): Promise<void> {
+  await db.query(sql.unsafe`${refreshed(messageId)}`);
 }
 
 /**
@@ -91,8 +96,12 @@ export async function partSent(db: CommonQueryMethods, part: OutboundRow, extern
   await db.query(sql.unsafe`
     UPDATE channel_outbound SET state = 'sent', external_id = ${externalId}, lease_until = NULL, last_error = NULL
     WHERE id = ${part.id} AND state = 'sending' AND attempts = ${part.attempts}`);
-  await refreshMessage(db, part.message_id);
-  if (externalId !== null) await applyEarly(db, part.channel_id, externalId);
+  if (externalId === null) return refreshMessage(db, part.message_id);
+  // The message's status and the reports that came first, in one statement after the id's own.
+  const early = await db.any(sql.type(earlyRow)`
+    WITH refreshed AS (${refreshed(part.message_id)} RETURNING m.id)
+    DELETE FROM channel_early_statuses WHERE channel_id = ${part.channel_id} AND external_id = ${externalId} RETURNING status, error`);
+  await applyReports(db, part.channel_id, externalId, early);
 }
 
 /** The attempt failed: tried again after `retryInMs`, or failed for good when it is null. */
@@ -130,7 +139,11 @@ const earlyRow = z.object({ status: z.enum(['sent', 'delivered', 'read', 'failed
 async function applyEarly(db: CommonQueryMethods, channelId: number, externalId: string): Promise<void> {
   const early = await db.any(sql.type(earlyRow)`
     DELETE FROM channel_early_statuses WHERE channel_id = ${channelId} AND external_id = ${externalId} RETURNING status, error`);
-  for (const report of early) await applyKnown(db, channelId, externalId, report.status, report.error ?? undefined);
+  await applyReports(db, channelId, externalId, early);
+}
+
+async function applyReports(db: CommonQueryMethods, channelId: number, externalId: string, reports: ReadonlyArray<z.infer<typeof earlyRow>>): Promise<void> {
+  for (const report of reports) await applyKnown(db, channelId, externalId, report.status, report.error ?? undefined);
 }
 
 async function applyKnown(db: CommonQueryMethods, channelId: number, externalId: string, status: ReportedStatus, error?: string): Promise<boolean> {
