@@ -14,6 +14,9 @@
  *    either), and both messages are answered once each, in order, charged once each.
  * 5. a process stopped while a tool call of its reply hangs: the stop ends (the turn cut short
  *    after its 10 s), and another process answers the message once, charged once.
+ * 6. a process whose inbox lapsed while its engine waited to take the message (another turn held
+ *    the conversation): when the turn ends it stores nothing (the accept is fenced by the lease),
+ *    and the process that took the inbox answers both messages once each, in order.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -41,6 +44,9 @@ const settings = (databaseUrl?: string) => ({
   llmProviders: { openai: { baseUrl: llm.baseUrl, apiKey: 'sk-test' } },
   channels: { whatsappApiUrl: graph.apiUrl, whatsappApiVersion: 'v21.0', secretsKey: KEY },
 });
+
+/** Abandoned inboxes are taken up when a test says so (takeAbandoned), not by a periodic sweep racing it. */
+const quietSweeps = { channelInboxSweepMs: 3_600_000 };
 
 /** An owner, an assistant and a WhatsApp channel on `api`'s database. */
 async function channelOwner(api: TestPlatform, phoneId: string) {
@@ -72,8 +78,8 @@ async function historyOf(api: TestPlatform, token: string, customer: string): Pr
 const balanceOf = async (api: TestPlatform, token: string) => (await api.request('GET', '/user', { token })).body.data.balance as number;
 
 t.test('two messages on two processes are answered in order', async (t) => {
-  const a = await startTestPlatform(t, settings());
-  const b = await startTestPlatform(t, settings(a.databaseUrl));
+  const a = await startTestPlatform(t, settings(), quietSweeps);
+  const b = await startTestPlatform(t, settings(a.databaseUrl), quietSweeps);
   await channelOwner(a, '1001');
   let release!: () => void;
   llm.scriptChat({ text: 'First answer.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Second answer.' });
@@ -90,8 +96,8 @@ t.test('two messages on two processes are answered in order', async (t) => {
 });
 
 t.test('a process stopped mid-reply hands the message over; charged once', async (t) => {
-  const a = await startTestPlatform(t, settings());
-  const b = await startTestPlatform(t, settings(a.databaseUrl));
+  const a = await startTestPlatform(t, settings(), quietSweeps);
+  const b = await startTestPlatform(t, settings(a.databaseUrl), quietSweeps);
   const owner = await channelOwner(a, '1002');
   let release!: () => void;
   llm.scriptChat({ text: 'Never heard.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answered by the other process.' });
@@ -111,7 +117,7 @@ t.test('a process stopped mid-reply hands the message over; charged once', async
 
 t.test('a server killed mid-reply: another process answers once the lease lapses', async (t: Test) => {
   const databaseUrl = await freshDatabase();
-  const survivor = await startTestPlatform(t, settings(databaseUrl));
+  const survivor = await startTestPlatform(t, settings(databaseUrl), quietSweeps);
   const owner = await channelOwner(survivor, '1003');
   const before = await balanceOf(survivor, owner.token);
   const dataDir = await mkdtemp(join(tmpdir(), 'ap-channel-'));
@@ -146,8 +152,8 @@ t.test('a server killed mid-reply: another process answers once the lease lapses
 });
 
 t.test('an inbox taken over mid-reply: the late reply is dropped, the message answered once', async (t) => {
-  const a = await startTestPlatform(t, settings());
-  const b = await startTestPlatform(t, settings(a.databaseUrl));
+  const a = await startTestPlatform(t, settings(), quietSweeps);
+  const b = await startTestPlatform(t, settings(a.databaseUrl), quietSweeps);
   const owner = await channelOwner(a, '1004');
   let release!: () => void;
   llm.scriptChat({ text: 'Too late to count.', heldUntil: new Promise<void>((resolve) => (release = resolve)) }, { text: 'Answered once.' }, { text: 'And the second.' });
@@ -156,7 +162,7 @@ t.test('an inbox taken over mid-reply: the late reply is dropped, the message an
   t.equal(await notify(a.origin, '1004', '+15557770004', 'Is anyone there?'), 200);
   await llm.received(asked + 1);
   // A's renewals failed for a whole lease: its inbox lapsed, though its turn is still running.
-  await withClient(a.databaseUrl, (db) => db.query("UPDATE conversations SET inbox_until = now() - interval '1 second' WHERE customer_phone = '+15557770004'"));
+  await withClient(a.databaseUrl, (db) => db.query("UPDATE conversations SET inbox_until = now() - interval '1 second', inbox_owner = gen_random_uuid() WHERE customer_phone = '+15557770004'"));
   t.equal(await channelsOf(b).takeAbandoned(), 0, 'no sweep takes a conversation whose turn still runs');
   t.equal(await notify(b.origin, '1004', '+15557770004', 'Hello??'), 200, 'the customer writes again, to the other process, which takes the lapsed inbox');
   await channelsOf(b).idle();
@@ -181,8 +187,8 @@ t.test('a stop while a tool call hangs ends, and the message is answered elsewhe
   const toolHeld = new Promise<void>((resolve) => (answerTool = resolve));
   t.teardown(() => answerTool());
   site.route('/slow', { type: 'application/json', body: '{"ok":true}', heldUntil: toolHeld });
-  const a = await startTestPlatform(t, { ...settings(), outboundAllowPrivate: true });
-  const b = await startTestPlatform(t, { ...settings(a.databaseUrl), outboundAllowPrivate: true });
+  const a = await startTestPlatform(t, { ...settings(), outboundAllowPrivate: true }, quietSweeps);
+  const b = await startTestPlatform(t, { ...settings(a.databaseUrl), outboundAllowPrivate: true }, quietSweeps);
   const owner = await channelOwner(a, '1005');
   const tool = await a.request('POST', '/user/tools', {
     token: owner.token,
@@ -202,4 +208,37 @@ t.test('a stop while a tool call hangs ends, and the message is answered elsewhe
   t.same(sentTo('+15557770005'), ['Answered by the other process.']);
   t.same(await historyOf(b, owner.token, '+15557770005'), ['user: Look it up', 'assistant: Answered by the other process.'], 'the history holds it once');
   t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.01, 'charged once');
+});
+
+t.test('an inbox lost before the engine took the message: the late process stores nothing', async (t) => {
+  const a = await startTestPlatform(t, settings(), quietSweeps);
+  const b = await startTestPlatform(t, settings(a.databaseUrl), quietSweeps);
+  const owner = await channelOwner(a, '1006');
+  const customer = '+15557770006';
+  const conversation = async () =>
+    withClient(a.databaseUrl, async (db) => (await db.query('SELECT id::text FROM conversations WHERE customer_phone = $1', [customer])).rows[0]?.id as string | undefined);
+  llm.scriptChat({ text: 'Hello there.' });
+  t.equal(await notify(a.origin, '1006', customer, 'Hi'), 200);
+  await channelsOf(a).idle();
+  const id = (await conversation())!;
+  const before = await balanceOf(a, owner.token);
+  // A reply written elsewhere holds the conversation's turn: the next message waits for it in A's engine.
+  await withClient(a.databaseUrl, (db) => db.query("UPDATE conversations SET turn_until = now() + interval '1 minute', turn_owner = gen_random_uuid() WHERE id = $1", [id]));
+  const reads = graph.reads.length;
+  llm.scriptChat({ text: 'Answered once.' }, { text: 'And the second.' });
+  t.equal(await notify(a.origin, '1006', customer, 'First question'), 200);
+  await graph.waitForReads(reads + 1);
+  // A's lease lapses meanwhile (its renewals failing); the customer's next message reaches B, which takes the inbox.
+  await withClient(a.databaseUrl, (db) => db.query("UPDATE conversations SET inbox_until = now() - interval '1 second', inbox_owner = gen_random_uuid() WHERE id = $1", [id]));
+  t.equal(await notify(b.origin, '1006', customer, 'Second question'), 200);
+  await graph.waitForReads(reads + 2);
+  await withClient(a.databaseUrl, (db) => db.query('UPDATE conversations SET turn_until = NULL WHERE id = $1', [id]));
+  await Promise.all([channelsOf(a).idle(), channelsOf(b).idle()]);
+  t.same(sentTo(customer), ['Hello there.', 'Answered once.', 'And the second.']);
+  t.same(
+    await historyOf(b, owner.token, customer),
+    ['user: Hi', 'assistant: Hello there.', 'user: First question', 'assistant: Answered once.', 'user: Second question', 'assistant: And the second.'],
+    'each message held once, in order: the process that lost the inbox stored nothing',
+  );
+  t.equal(Math.round((before - (await balanceOf(b, owner.token))) * 100) / 100, 0.02, 'each charged once');
 });

@@ -3,19 +3,17 @@
  * model; the database's failures are injected with a trigger):
  * 1. the database failing while the reply is stored: the message is tried again (not answered
  *    with an apology), and answered once: one reply, charged once, held once in the history.
- * 2. a message whose reply can never be stored is tried three times, then passed over: kept in
- *    the history (not charged) and the customer asked to write again.
- * 3. a message taken while AI is on but accepted once the owner turned it off is kept uncharged
- *    (the engine's rule for channels), while a widget message is charged as ever.
+ * 2. a message whose reply can never be stored is tried three times, then passed over by the next
+ *    sweep: kept in the history (not charged) and the customer asked to write again.
+ * 3. a message found with AI on, but accepted by the engine (it waited for another turn) once the
+ *    owner turned AI off, is kept, not charged nor answered; a widget message is charged as ever.
  * 4. a backlog of abandoned conversations (more than one sweep has room for) is taken up as room
  *    is made, not one sweep period at a time.
  * 5. a reply part whose sending lease lapsed to another attempt is not sent by the first: the
  *    check right before the channel is asked says so (and renews the lease of the attempt holding it).
  */
 import t from 'tap';
-import { findAssistantWithTools } from '../runtime/assistants/repository.js';
 import { claimPart, stillSending } from '../runtime/channels/outboxStore.js';
-import { findConversation } from '../runtime/conversations/repository.js';
 import { startFakeOpenAi } from './fakes/openai.js';
 import { signHub, startWhatsAppFake, textMessageWebhook } from './fakes/whatsapp.js';
 import { withClient } from './helpers/database.js';
@@ -53,10 +51,14 @@ const historyOf = async (customer: string) =>
   (await api.request('GET', `/conversations/${await conversationOf(customer)}`, { token: owner.token })).body.history.map((m: { role: string; content: string }) => `${m.role}: ${m.content}`);
 
 let counter = 0;
-async function write(from: string, text: string) {
+/** A customer writes; resolves with the webhook's answer (the message kept), before it is answered. */
+function notify(from: string, text: string) {
   const raw = JSON.stringify(textMessageWebhook({ phoneNumberId: PHONE_ID, from, id: `wamid.recovery.${++counter}`, text }));
-  const res = await api.request('POST', '/channels/whatsapp/webhook', { raw, headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHub(APP_SECRET, raw) } });
-  t.equal(res.status, 200);
+  return api.request('POST', '/channels/whatsapp/webhook', { raw, headers: { 'content-type': 'application/json', 'x-hub-signature-256': signHub(APP_SECRET, raw) } });
+}
+/** A customer writes; resolves once this process answered and sent everything. */
+async function write(from: string, text: string) {
+  t.equal((await notify(from, text)).status, 200);
   await channels.idle();
 }
 
@@ -99,32 +101,44 @@ t.test('a reply that can never be stored: passed over after three attempts, the 
   await failStoring('Never stored.', 0);
   llm.scriptChat({ text: 'Never stored.' }, { text: 'Never stored.' }, { text: 'Never stored.' });
   const before = await balance();
+  const asked = llm.requests.length;
   await write(customer, 'Hello?');
   for (const attempt of [2, 3]) {
     t.equal(await channels.takeAbandoned(), 1, `attempt ${attempt}`);
     await channels.idle();
   }
-  t.equal(await channels.takeAbandoned(), 0, 'no fourth attempt');
+  t.same(sentTo(customer), [], 'nothing sent while it is tried');
+  t.equal(await channels.takeAbandoned(), 1, 'then the next sweep passes it over');
+  await channels.idle();
+  t.equal(llm.requests.length - asked, 3, 'without a fourth attempt');
+  t.equal(await channels.takeAbandoned(), 0, 'and it is not looked at again');
   t.same(sentTo(customer), [FAILED_NOTICE]);
   t.same(await historyOf(customer), ['user: Hello?', `assistant: ${FAILED_NOTICE}`], 'the message is kept, once');
   t.equal(await spent(before), 0, 'not charged');
   t.equal((await sql('SELECT count(*)::int AS n FROM channel_inbound i JOIN conversations c ON c.id = i.conversation_id WHERE c.customer_phone = $1 AND NOT i.done', [customer])).rows[0].n, 0);
 });
 
-t.test('AI turned off before the message is accepted: kept, not charged', async (t) => {
+t.test('AI turned off while the message waits for its turn: kept, not charged', async (t) => {
   const customer = '+15553330003';
   llm.scriptChat({ text: 'First answer.' });
   await write(customer, 'First');
   const id = await conversationOf(customer);
-  t.equal((await api.request('PATCH', `/user/conversations/${id}`, { token: owner.token, body: { ai_enabled: false } })).status, 200);
-  // What the inbox does when the owner's switch lands between its check and the engine's accept.
-  const engine = api.platform.runtime.services.conversationEngine;
-  const pool = api.platform.runtime.pool;
-  const conversation = (await findConversation(pool, id))!;
-  const bot = (await findAssistantWithTools(pool, owner.id, assistant.id))!;
+  // Another turn holds the conversation (a reply being written elsewhere): the next message waits for it in the engine.
+  await sql("UPDATE conversations SET turn_until = now() + interval '1 minute', turn_owner = gen_random_uuid() WHERE id = $1", [id]);
   const before = await balance();
-  t.same(await engine.send(conversation, bot, 'Second', { chargeOnlyAnswered: true }), { message: null, function_calls: [] });
+  const asked = llm.requests.length;
+  const reads = graph.reads.length;
+  const posted = notify(customer, 'Second');
+  // The inbox marks a message read once it has found AI on for it, just before the engine takes it.
+  await graph.waitForReads(reads + 1);
+  t.equal((await api.request('PATCH', `/user/conversations/${id}`, { token: owner.token, body: { ai_enabled: false } })).status, 200);
+  await sql('UPDATE conversations SET turn_until = NULL WHERE id = $1', [id]);
+  t.equal((await posted).status, 200);
+  await channels.idle();
   t.equal(await spent(before), 0, 'a channel message AI will not answer is not charged');
+  t.equal(llm.requests.length, asked, 'nor answered');
+  t.same(await historyOf(customer), ['user: First', 'assistant: First answer.', 'user: Second'], 'but kept');
+  t.same(sentTo(customer), ['First answer.']);
   const widget = (await api.request('POST', '/conversations', { body: { assistant_id: assistant.uuid } })).body.conversation_id as string;
   await api.request('PATCH', `/user/conversations/${widget}`, { token: owner.token, body: { ai_enabled: false } });
   await api.request('POST', `/conversations/${widget}/messages`, { body: { message: 'Anyone?' } });

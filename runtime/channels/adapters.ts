@@ -36,8 +36,9 @@ export function createChannelAdapters(settings: AdapterSettings, channels: Pick<
     whatsapp: {
       split: (text) => splitText(text),
       send: async (channel, to, text) => (await graph.sendText(channel.address, token(channel), to, text)).id,
-      markRead: (channel, messageId) => graph.markRead(channel.address, token(channel), messageId),
-      media: (channel, mediaId, maxBytes) => graph.downloadMedia(mediaId, token(channel), maxBytes),
+      // Async, so that secrets that cannot be opened reject rather than throw past a caller's catch.
+      markRead: async (channel, messageId) => graph.markRead(channel.address, token(channel), messageId),
+      media: async (channel, mediaId, maxBytes) => graph.downloadMedia(mediaId, token(channel), maxBytes),
     },
     sms: {
       split: (text) => splitSms(text),

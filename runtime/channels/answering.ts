@@ -116,7 +116,7 @@ export function createAnswering(deps: AnsweringDeps) {
     try {
       const reply = await deps.engine.send(conversation, assistant, text, {
         chargeOnlyAnswered: true,
-        accepted: (tx, messageId) => recordInboundMessage(tx, inbound.id, messageId),
+        accepted: (tx, messageId) => recordInboundMessage(tx, inbound.id, owner, messageId),
         saved: async (tx, saved) => {
           await settleInbound(tx, inbound.id, owner);
           await enqueueParts(tx, { channelId: channel.id, conversationId: conversation.id, messageId: saved.messageId, recipient: inbound.customer, parts: deps.adapters[channel.type].split(saved.text) });

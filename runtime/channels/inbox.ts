@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { SweepGate } from '../sweeps.js';
 import type { ChannelRow } from './repository.js';
-import { abandonedInboxes, countFailedAttempt, markInboundDone, nextInbound, receiveInbound, releaseInbox, renewInbox, takeInbox, type InboundInput, type InboundRow, type Received } from './inboxStore.js';
+import { abandonedInboxes, countFailedAttempt, InboxLost, nextInbound, receiveInbound, releaseInbox, renewInbox, settleInbound, takeInbox, type InboundInput, type InboundRow, type Received } from './inboxStore.js';
 
 /**
  * The channels' inbox: a webhook's message is kept (and its duplicate recognised) before the
@@ -57,7 +57,55 @@ export function createInbox(deps: InboxDeps) {
   const draining = new Set<Promise<void>>();
   const answering = limiter(ANSWERING_AT_ONCE);
 
-  async function drain(conversationId: string, owner: string): Promise<void> {
+  /**
+   * What handling a message came to for the inbox: `next` (on to the next message), `release`
+   * (the inbox is given up for another process or a later sweep), `lost` (another process holds
+   * it now), `failed` (given up after an unexpected failure: not looked at again at once).
+   */
+  type Step = 'next' | 'release' | 'lost' | 'failed';
+
+  /** Handles one message while `owner` holds its inbox: answered, or passed over after `MAX_ATTEMPTS` unexpected failures. */
+  async function step(message: InboundRow, conversationId: string, owner: string): Promise<Step> {
+    let outcome: Handled;
+    try {
+      outcome = message.attempts >= MAX_ATTEMPTS ? await passOver(message, owner) : await answering.run(() => deps.handle(message, owner));
+    } catch (error) {
+      // Tried again by a later sweep (the inbox given up), a few times; then passed over.
+      const attempts = await countFailedAttempt(pool, message.id);
+      logger.error({ err: error, conversationId, inboundId: message.id, attempts, final: attempts >= MAX_ATTEMPTS }, 'a channel message could not be answered');
+      return 'failed';
+    }
+    if (outcome === 'lost') return 'lost';
+    // Cut short by a stop, or waiting for an earlier attempt's turn: given up for another process (or the next start).
+    if (outcome === 'again') return 'release';
+    if (outcome === 'skipped' && !(await settled(message.id, owner))) return 'lost';
+    return 'next';
+  }
+
+  /** @throws what `giveUp` throws but the inbox's loss (the holder passes it over). */
+  async function passOver(message: InboundRow, owner: string): Promise<Handled> {
+    try {
+      await deps.giveUp(message, owner);
+      return 'done';
+    } catch (error) {
+      if (error instanceof InboxLost) return 'lost';
+      throw error;
+    }
+  }
+
+  /** Marks a message nothing was stored for handled, while `owner` holds its inbox. @returns false when it no longer does. */
+  async function settled(id: number, owner: string): Promise<boolean> {
+    try {
+      await settleInbound(pool, id, owner);
+      return true;
+    } catch (error) {
+      if (error instanceof InboxLost) return false;
+      throw error;
+    }
+  }
+
+  /** Answers the conversation's messages in order while `owner` holds its inbox. @returns whether it ended without a failure. */
+  async function drain(conversationId: string, owner: string): Promise<boolean> {
     let held = true;
     // Renewals that fail past the lease's end leave the inbox to whoever takes it (the writes
     // of a turn still running here are fenced by the lease, so they cannot land then either).
@@ -74,44 +122,25 @@ export function createInbox(deps: InboxDeps) {
         },
       );
     });
+    const release = () => pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
     try {
       for (;;) {
-        if (!held) return;
+        if (!held) return true;
         if (stopping) {
-          await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
-          return;
+          await release();
+          return true;
         }
         const message = await nextInbound(pool, conversationId);
         if (!message) {
-          if (await pool.transaction((tx) => releaseInbox(tx, conversationId, owner))) return;
+          if (await pool.transaction((tx) => releaseInbox(tx, conversationId, owner))) return true;
           continue;
         }
-        let outcome: Handled;
-        try {
-          outcome = await answering.run(() => deps.handle(message, owner));
-        } catch (error) {
-          // Tried again by the sweep (the inbox given up), a few times: one that keeps failing is passed over.
-          const attempts = await countFailedAttempt(pool, message.id);
-          logger.error({ err: error, conversationId, inboundId: message.id, attempts, final: attempts >= MAX_ATTEMPTS }, 'a channel message could not be answered');
-          if (attempts < MAX_ATTEMPTS) {
-            await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
-            return;
-          }
-          outcome = await deps.giveUp(message, owner).then(
-            () => 'done' as const,
-            (failure: unknown) => {
-              logger.error({ err: failure, conversationId, inboundId: message.id }, 'a channel message was passed over without a notice');
-              return 'skipped' as const;
-            },
-          );
+        const next = await step(message, conversationId, owner);
+        if (next === 'lost') return true;
+        if (next === 'release' || next === 'failed') {
+          await release();
+          return next === 'release';
         }
-        if (outcome === 'lost') return;
-        if (outcome === 'again') {
-          // Cut short by a stop: the inbox is given up at once, for another process (or the next start).
-          await pool.transaction((tx) => releaseInbox(tx, conversationId, owner, true));
-          return;
-        }
-        if (outcome === 'skipped') await markInboundDone(pool, message.id);
       }
     } finally {
       stopRenewing();
@@ -123,11 +152,18 @@ export function createInbox(deps: InboxDeps) {
 
   function start(conversationId: string, owner: string): void {
     const run: Promise<void> = drain(conversationId, owner)
-      .catch((error: unknown) => logger.error({ err: error, conversationId }, 'a conversation inbox stopped'))
-      .finally(() => {
+      .then(
+        (clean) => clean,
+        (error: unknown) => {
+          logger.error({ err: error, conversationId }, 'a conversation inbox stopped');
+          return false;
+        },
+      )
+      .then((clean) => {
         draining.delete(run);
-        // Room was made: a backlog (after a restart, say) is taken up as fast as it is answered, not a sweep period at a time.
-        if (backlog && !stopping) void sweepSafely();
+        // Room was made: a backlog (after a restart, say) is taken up as fast as it is answered,
+        // not a sweep period at a time; after a failure, the next period's sweep looks again.
+        if (clean && backlog && !stopping) void sweepSafely();
       });
     draining.add(run);
   }
@@ -142,6 +178,7 @@ export function createInbox(deps: InboxDeps) {
     const waiting = await abandonedInboxes(pool, room);
     backlog = waiting.length === room;
     for (const conversationId of waiting) {
+      if (stopping || draining.size >= ANSWERING_AT_ONCE) break;
       const owner = randomUUID();
       if (await takeInbox(pool, conversationId, owner, leaseSeconds)) {
         taken++;
@@ -150,13 +187,20 @@ export function createInbox(deps: InboxDeps) {
     }
     return taken;
   }
-  const sweeping = new Set<Promise<unknown>>();
-  const sweepSafely = () => {
-    const run = sweep()
-      .catch((error: unknown) => logger.error({ err: error }, 'abandoned conversation inboxes could not be taken up'))
-      .finally(() => sweeping.delete(run));
-    sweeping.add(run);
+
+  /** Sweeps run one at a time, here: one running and one waiting after it at most. */
+  let sweepTail: Promise<unknown> = Promise.resolve();
+  let sweepsQueued = 0;
+  function serialSweep(): Promise<number> {
+    sweepsQueued++;
+    const run = sweepTail.then(sweep).finally(() => sweepsQueued--);
+    sweepTail = run.catch(() => undefined);
     return run;
+  }
+  const sweepSafely = (): Promise<unknown> => {
+    // One waits already: it will see whatever this one would.
+    if (sweepsQueued > 1) return sweepTail;
+    return serialSweep().catch((error: unknown) => logger.error({ err: error }, 'abandoned conversation inboxes could not be taken up'));
   };
   let stopSweeps: (() => void) | undefined;
 
@@ -181,11 +225,11 @@ export function createInbox(deps: InboxDeps) {
       void sweepSafely();
     },
 
-    sweep,
+    sweep: serialSweep,
 
     /** Resolves once no conversation is being answered, nor looked for, here. */
     async idle(): Promise<void> {
-      while (draining.size > 0 || sweeping.size > 0) await Promise.all([...draining, ...sweeping]);
+      while (draining.size > 0 || sweepsQueued > 0) await Promise.all([...draining, sweepTail]);
     },
 
     /** The first step of a stop: no new message is taken up here; conversations being answered give their inbox up after the message at hand. */

@@ -111,11 +111,6 @@ export async function nextInbound(db: CommonQueryMethods, conversationId: string
     WHERE i.conversation_id = ${conversationId} AND NOT i.done ORDER BY i.id LIMIT 1`);
 }
 
-/** Marks a message handled that nothing was stored for (no fence needed: there is nothing to undo). */
-export async function markInboundDone(db: CommonQueryMethods, id: number): Promise<void> {
-  await db.query(sql.unsafe`UPDATE channel_inbound SET done = true WHERE id = ${id}`);
-}
-
 /**
  * The conversation's inbox is no longer this process's (its lease lapsed and another process took
  * it): what was being stored for the message is not, and the other process answers it.
@@ -137,9 +132,16 @@ export async function settleInbound(db: CommonQueryMethods, id: number, owner: s
   if (marked.rowCount === 0) throw new InboxLost('the conversation inbox was taken over by another process');
 }
 
-/** Records the customer message the engine stored for it, in the transaction that stores it. */
-export async function recordInboundMessage(db: CommonQueryMethods, id: number, messageId: number): Promise<void> {
-  await db.query(sql.unsafe`UPDATE channel_inbound SET message_id = ${messageId} WHERE id = ${id}`);
+/**
+ * Records the customer message the engine stored for it, in the transaction that stores it (which
+ * holds the conversation's row), fenced as `settleInbound` is.
+ * @throws InboxLost when `owner` no longer holds the inbox: the message is not stored, nor charged, nor answered here.
+ */
+export async function recordInboundMessage(db: CommonQueryMethods, id: number, owner: string, messageId: number): Promise<void> {
+  const recorded = await db.query(sql.unsafe`
+    UPDATE channel_inbound i SET message_id = ${messageId} FROM conversations c
+    WHERE i.id = ${id} AND NOT i.done AND c.id = i.conversation_id AND c.inbox_owner = ${owner}::uuid`);
+  if (recorded.rowCount === 0) throw new InboxLost('the conversation inbox was taken over by another process');
 }
 
 /** The customer message stored in the history for it, if one is (none once an attempt's was withdrawn). */

@@ -114,6 +114,11 @@ export function createConversationEngine(deps: EngineDeps) {
   const quietWaiters: Array<() => void> = [];
 
   function holdingTurn(conversationId: string, owner: string): void {
+    // A turn accepted as the engine stopped is given up at once: nobody here will answer it.
+    if (stopped) {
+      void holdTurn(pool, conversationId, owner, null).catch((error: unknown) => logger.warn({ err: error, conversationId }, 'could not give the turn up'));
+      return;
+    }
     const stopHeartbeat = clock.every((TURN_LEASE_SECONDS * 1000) / 3, () =>
       holdTurn(pool, conversationId, owner, TURN_LEASE_SECONDS).catch((error: unknown) => logger.warn({ err: error, conversationId }, 'could not renew the turn')),
     );

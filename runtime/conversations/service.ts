@@ -179,8 +179,10 @@ export function createConversationService({
      * in the visitor's view (no function calls).
      */
     async messagesAfter(id: string, afterId: number, limit: number): Promise<Array<{ id: number; role: MessageRow['role']; content: string }>> {
-      const conversation = isUuid(id) ? await findConversation(pool, id) : null;
-      if (!conversation) throw new PlatformError('conversation_not_found');
+      if (!isUuid(id)) throw new PlatformError('conversation_not_found');
+      const conversation = await findConversation(pool, id);
+      // Deleted since its socket opened: nothing to catch up on.
+      if (!conversation) return [];
       publicOnly(conversation);
       return (await recentMessages(pool, id, afterId, limit)).map((row) => ({ id: row.id, role: row.role, content: row.content }));
     },
